@@ -1,0 +1,170 @@
+"""Container modules: ``List``, ``Sequence`` (callable chain) and ``Dict``.
+
+A plain ``list``/``dict`` of Modules assigned to a Module attribute is turned
+into ``nnx.List``/``nnx.Dict`` automatically, so in-place mutation is tracked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from . import _graph, _version
+from ._errors import NnxError
+from ._graph import NodeImpl
+from ._module import Module, _containerize
+from ._tracing import check_trace
+
+
+class List(Module):
+  """A list of nodes (Modules, Variables, arrays) that is itself a Module.
+
+  Its paths are integer indices: ``nnx.state(List([a, b]))`` has keys ``0, 1``.
+
+  Example:
+    >>> import nnx_eqx as nnx
+    >>> layers = nnx.List([nnx.Linear(2, 2, rngs=nnx.Rngs(0)) for _ in range(2)])
+    >>> layers.append(nnx.Linear(2, 2, rngs=nnx.Rngs(1)))
+    >>> len(layers), sorted(nnx.state(layers))
+    (3, [0, 1, 2])
+  """
+
+  def __init__(self, items: Iterable[Any] = ()):
+    self.__dict__["_nnx_items"] = [_containerize(x) for x in items]
+
+  def _mutate(self) -> list:
+    d = self.__dict__
+    check_trace(d["_nnx_trace"], f"{type(self).__name__}")
+    if d.get("_nnx_in_graph"):
+      _version.bump()
+    return d["_nnx_items"]
+
+  def __getitem__(self, i):
+    items = self.__dict__["_nnx_items"]
+    if isinstance(i, slice):
+      return type(self)(items[i])
+    return items[i]
+
+  def __setitem__(self, i, value):
+    self._mutate()[i] = _containerize(value)
+
+  def __delitem__(self, i):
+    del self._mutate()[i]
+
+  def __len__(self) -> int:
+    return len(self.__dict__["_nnx_items"])
+
+  def __iter__(self) -> Iterator[Any]:
+    return iter(self.__dict__["_nnx_items"])
+
+  def append(self, value) -> None:
+    self._mutate().append(_containerize(value))
+
+  def extend(self, values: Iterable[Any]) -> None:
+    self._mutate().extend(_containerize(v) for v in values)
+
+  def insert(self, i: int, value) -> None:
+    self._mutate().insert(i, _containerize(value))
+
+  def pop(self, i: int = -1):
+    return self._mutate().pop(i)
+
+
+class Sequence(List):
+  """A List whose call applies its items in order (the seeds' ``nnx.Sequence``).
+
+  Example:
+    >>> import jax, jax.numpy as jnp, nnx_eqx as nnx
+    >>> seq = nnx.Sequence([nnx.Linear(2, 4, rngs=nnx.Rngs(0)), jax.nn.relu,
+    ...                     nnx.Linear(4, 1, rngs=nnx.Rngs(1))])
+    >>> seq(jnp.ones((3, 2))).shape
+    (3, 1)
+  """
+
+  def __call__(self, *args, **kwargs):
+    out = args
+    for i, layer in enumerate(self):
+      out = layer(*out, **kwargs) if i == 0 else layer(out)
+      if i == 0:
+        kwargs = {}
+    return out if self else (args[0] if len(args) == 1 else args)
+
+
+Sequential = Sequence
+
+
+def _list_children(obj) -> list:
+  return list(enumerate(obj.__dict__["_nnx_items"]))
+
+
+def _list_create(cls, meta, trace):
+  obj = object.__new__(cls)
+  obj.__dict__.update(_nnx_trace=trace, _nnx_items=[])
+  return obj
+
+
+def _list_set_children(obj, items) -> None:
+  obj.__dict__["_nnx_items"] = [v for _, v in items]
+
+
+def _list_set_key(obj, key, value) -> None:
+  items = obj.__dict__["_nnx_items"]
+  if value is _graph._DELETE:
+    del items[key]
+  else:
+    items[key] = value
+
+
+def _list_clear(obj) -> None:
+  obj.__dict__["_nnx_items"] = []
+
+
+_graph.register_graph_node_type(
+    List,
+    NodeImpl(_list_children, _list_create, _list_set_children, lambda o: None,
+             _list_set_key, _list_clear),
+)
+
+
+class Dict(Module, Mapping):
+  """A string-keyed mapping of nodes that is itself a Module; keys are attributes.
+
+  Raises:
+    NnxError: for a key that is not a ``str``.
+
+  Example:
+    >>> import nnx_eqx as nnx
+    >>> heads = nnx.Dict({"a": nnx.Linear(2, 1, rngs=nnx.Rngs(0))})
+    >>> heads["b"] = nnx.Linear(2, 1, rngs=nnx.Rngs(1))
+    >>> sorted(heads), type(heads.b).__name__
+    (['a', 'b'], 'Linear')
+  """
+
+  def __init__(self, items: Mapping[str, Any] | Iterable[tuple[str, Any]] = (), /, **kwargs: Any):
+    for k, v in dict(items, **kwargs).items():
+      self[k] = v
+
+  def __setitem__(self, key: str, value: Any) -> None:
+    if not isinstance(key, str):
+      raise NnxError(
+          f"nnx.Dict keys must be str, got {key!r} of type {type(key).__name__}."
+          " Fix: convert the key with str(key), or use nnx.List for integer keys."
+      )
+    setattr(self, key, value)
+
+  def __getitem__(self, key: str) -> Any:
+    if not isinstance(key, str) or key.startswith("_nnx_") or key not in self.__dict__:
+      raise KeyError(key)
+    return self.__dict__[key]
+
+  def __delitem__(self, key: str) -> None:
+    delattr(self, key)
+
+  def __iter__(self) -> Iterator[str]:
+    return (k for k in sorted(self.__dict__) if not k.startswith("_nnx_"))
+
+  def __len__(self) -> int:
+    return sum(1 for k in self.__dict__ if not k.startswith("_nnx_"))
+
+
+Map = Dict

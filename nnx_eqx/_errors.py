@@ -1,0 +1,54 @@
+"""The exception hierarchy of nnx_eqx.
+
+Every error the library raises on bad input derives from :class:`NnxError`, so
+``except nnx.NnxError`` catches all of them. Each class also derives from the
+builtin exception a user would expect (``TypeError``, ``ValueError``,
+``KeyError``) so existing handlers keep working.
+
+Messages follow one rule: name the offending path or argument, say what was
+expected and what was found, and say how to fix it.
+"""
+
+from __future__ import annotations
+
+
+class NnxError(Exception):
+  """Base class of every exception raised by nnx_eqx."""
+
+
+class TraceContextError(NnxError, RuntimeError):
+  """A Module, Variable or Rngs was mutated from a JAX trace other than the one
+  that created it (e.g. a module created outside ``jax.jit`` mutated inside it).
+
+  Fix: use the lifted transforms (``nnx.jit``, ``nnx.grad``, …), which split the
+  module on the way in and write updates back on the way out, or pass the state
+  explicitly with ``nnx.split``/``nnx.merge``.
+  """
+
+
+class FilterError(NnxError, ValueError):
+  """Filters given to ``split``/``partition`` do not cover every leaf."""
+
+
+class UnknownFilterError(NnxError, TypeError):
+  """An object that is not a filter was used as a filter."""
+
+
+class GraphStructureError(NnxError, ValueError):
+  """A State does not fit a GraphDef (missing or extra paths) or a graph
+  cannot be walked (e.g. an unsupported object in a node position)."""
+
+
+class StateMismatchError(GraphStructureError, KeyError):
+  """``merge``/``update`` received a State whose paths do not match the graph."""
+
+  def __str__(self) -> str:  # KeyError quotes its message; keep it readable.
+    return str(self.args[0]) if self.args else ""
+
+
+class ShapeDtypeError(NnxError, ValueError):
+  """``update`` tried to replace an array with one of another shape or dtype."""
+
+
+class ImmutableError(NnxError, AttributeError):
+  """An attribute of an immutable object (e.g. a frozen ``nnx.Pytree``) was set."""

@@ -1,0 +1,273 @@
+"""State: the nested-mapping pytree that ``split`` returns.
+
+A ``State`` maps attribute names (``str``) and sequence indices (``int``) to
+either sub-States or leaves. Leaves are Variables (or raw arrays); as a JAX
+pytree a State's leaves are the Variables' values, so ``jax.tree.map`` and
+``jax.jit`` see plain arrays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, MutableMapping
+from typing import Any, Iterator
+
+import jax
+
+from ._errors import FilterError, StateMismatchError
+from ._filters import Filter, filter_name, to_predicate
+from ._variables import Variable
+
+Path = tuple
+
+
+class State(MutableMapping):
+  """A nested mapping from keys to sub-States or leaves (Variables or arrays).
+
+  Args:
+    mapping: a (possibly nested) mapping; nested plain dicts become States.
+
+  Example:
+    >>> import jax, jax.numpy as jnp, nnx_eqx as nnx
+    >>> s = nnx.State({"l1": {"kernel": nnx.Param(jnp.ones((2, 3)))}})
+    >>> s.l1.kernel.value.shape
+    (2, 3)
+    >>> [p for p, _ in s.flat_state().items()]
+    [('l1', 'kernel')]
+    >>> jax.tree.map(lambda x: x * 2, s).l1.kernel.value[0, 0].item()
+    2.0
+  """
+
+  __slots__ = ("_mapping",)
+
+  def __init__(self, mapping: Mapping | None = None, /):
+    m: dict = {}
+    if mapping is not None:
+      for k, v in mapping.items():
+        m[k] = State(v) if isinstance(v, Mapping) and not isinstance(v, State) else v
+    object.__setattr__(self, "_mapping", m)
+
+  @classmethod
+  def _from_dict(cls, m: dict) -> "State":
+    s = object.__new__(cls)
+    object.__setattr__(s, "_mapping", m)
+    return s
+
+  # -- mapping protocol ---------------------------------------------------
+  def __getitem__(self, key):
+    return self._mapping[key]
+
+  def __setitem__(self, key, value):
+    self._mapping[key] = State(value) if isinstance(value, dict) else value
+
+  def __delitem__(self, key):
+    del self._mapping[key]
+
+  def __iter__(self) -> Iterator:
+    return iter(self._mapping)
+
+  def __len__(self) -> int:
+    return len(self._mapping)
+
+  def __getattr__(self, key):
+    try:
+      return self._mapping[key]
+    except KeyError:
+      raise AttributeError(
+          f"State has no key {key!r}; keys are {list(self._mapping)}"
+      ) from None
+
+  def __setattr__(self, key, value):
+    self[key] = value
+
+  def __eq__(self, other):
+    if not isinstance(other, State):
+      return NotImplemented
+    return self._mapping == other._mapping
+
+  __hash__ = None  # type: ignore[assignment]
+
+  def __repr__(self) -> str:
+    from ._repr import state_repr
+
+    return state_repr(self)
+
+  def __treescope_repr__(self, path, subtree_renderer):
+    from ._repr import treescope_state
+
+    return treescope_state(self, path, subtree_renderer)
+
+  # -- flat views ---------------------------------------------------------
+  def flat_state(self) -> dict[Path, Any]:
+    """Returns ``{path: leaf}`` in traversal (sorted-graph) order."""
+    out: dict = {}
+    _flatten_into(self._mapping, (), out)
+    return out
+
+  to_flat_dict = flat_state
+
+  @classmethod
+  def from_flat_path(cls, flat: Mapping[Path, Any] | Any) -> "State":
+    """Builds a nested State from ``{path: leaf}`` or an iterable of ``(path, leaf)``.
+
+    Example:
+      >>> import nnx_eqx as nnx
+      >>> nnx.State.from_flat_path({("a", "b"): 1}).a.b
+      1
+    """
+    items = flat.items() if isinstance(flat, Mapping) else flat
+    root: dict = {}
+    for path, leaf in items:
+      d = root
+      for k in path[:-1]:
+        sub = d.get(k)
+        if sub is None:
+          sub = d[k] = {}
+        d = sub
+      d[path[-1]] = leaf
+    return _wrap(root)
+
+  # -- filtering ----------------------------------------------------------
+  def filter(self, first: Filter, /, *filters: Filter):
+    """Selects leaves by filters; leaves matching none are dropped (no error).
+
+    Returns one State for one filter, a tuple of States for several. A leaf goes
+    to the first filter that matches it.
+
+    Raises:
+      UnknownFilterError: if a filter is not a valid filter.
+    """
+    parts = _partition(self.flat_state(), (first, *filters), exhaustive=False)
+    return parts[0] if not filters else tuple(parts)
+
+  def split(self, first: Filter, /, *filters: Filter):
+    """Partitions the leaves by filters, which must cover every leaf.
+
+    Returns one State for one filter, a tuple of States for several.
+
+    Raises:
+      FilterError: if some leaf matches no filter; the message lists its path.
+        Add ``...`` as the last filter to collect the rest.
+    """
+    parts = _partition(self.flat_state(), (first, *filters), exhaustive=True)
+    return parts[0] if not filters else tuple(parts)
+
+  def partition(self, first: Filter, /, *filters: Filter):
+    """Seed-era alias of :meth:`split`."""
+    return self.split(first, *filters)
+
+  @staticmethod
+  def merge(state: "State", /, *states: "State") -> "State":
+    """Merges several States into one (later ones win on the same path).
+
+    Example:
+      >>> import jax.numpy as jnp, nnx_eqx as nnx
+      >>> a = nnx.State({"x": nnx.Param(jnp.ones(1))})
+      >>> b = nnx.State({"y": nnx.BatchStat(jnp.ones(1))})
+      >>> sorted(nnx.State.merge(a, b))
+      ['x', 'y']
+    """
+    flat: dict = {}
+    for s in (state, *states):
+      flat.update(s.flat_state())
+    return State.from_flat_path(flat)
+
+  # -- pure dicts ---------------------------------------------------------
+  def to_pure_dict(self) -> dict:
+    """Nested plain dict of raw values (Variables unwrapped), e.g. for serialisation.
+
+    Example:
+      >>> import jax.numpy as jnp, nnx_eqx as nnx
+      >>> nnx.State({"w": nnx.Param(jnp.ones(1))}).to_pure_dict()["w"].shape
+      (1,)
+    """
+    return {
+        k: v.to_pure_dict() if isinstance(v, State) else (v._value if isinstance(v, Variable) else v)
+        for k, v in self._mapping.items()
+    }
+
+  def replace_by_pure_dict(self, pure: Mapping, path: Path = ()) -> None:
+    """Replaces leaf values in place from a nested plain dict of the same structure.
+
+    Raises:
+      StateMismatchError: if ``pure`` has a key this State lacks (the message
+        names the path).
+    """
+    for k, v in pure.items():
+      if k not in self._mapping:
+        raise StateMismatchError(
+            f"replace_by_pure_dict: key path {path + (k,)} is not in this State"
+            f" (its keys at {path} are {list(self._mapping)}). Fix: produce the"
+            " dict with `state.to_pure_dict()` from a State of the same model."
+        )
+      cur = self._mapping[k]
+      if isinstance(cur, State):
+        cur.replace_by_pure_dict(v, path + (k,))
+      elif isinstance(cur, Variable):
+        cur.__dict__["_value"] = v
+      else:
+        self._mapping[k] = v
+
+
+def _wrap(d: dict) -> State:
+  for k, v in d.items():
+    if type(v) is dict:
+      d[k] = _wrap(v)
+  return State._from_dict(d)
+
+
+def _flatten_into(m: dict, prefix: Path, out: dict) -> None:
+  for k, v in m.items():
+    if isinstance(v, State):
+      _flatten_into(v._mapping, prefix + (k,), out)
+    else:
+      out[prefix + (k,)] = v
+
+
+def _partition(flat: dict, filters: tuple, exhaustive: bool) -> list[State]:
+  preds = [to_predicate(f) for f in filters]
+  buckets: list[list] = [[] for _ in preds]
+  missing = []
+  for path, leaf in flat.items():
+    for i, p in enumerate(preds):
+      if p(path, leaf):
+        buckets[i].append((path, leaf))
+        break
+    else:
+      missing.append((path, leaf))
+  if exhaustive and missing:
+    raise non_exhaustive_error(missing, filters)
+  return [State.from_flat_path(b) for b in buckets]
+
+
+def non_exhaustive_error(missing: list, filters: tuple) -> FilterError:
+  """Builds the error for leaves that no filter matched."""
+  shown = ", ".join(
+      f"{'/'.join(map(str, p))} ({type(v).__name__})" for p, v in missing[:8]
+  )
+  more = f" and {len(missing) - 8} more" if len(missing) > 8 else ""
+  names = ", ".join(filter_name(f) for f in filters)
+  return FilterError(
+      f"Filters ({names}) do not cover every leaf; not matched: {shown}{more}."
+      " Fix: add a filter for them, or `...` as the last filter to collect the rest."
+  )
+
+
+def _state_flatten_with_keys(s: State):
+  m = s._mapping
+  keys = tuple(m)
+  return tuple((jax.tree_util.DictKey(k), m[k]) for k in keys), keys
+
+
+def _state_flatten(s: State):
+  m = s._mapping
+  keys = tuple(m)
+  return tuple(m[k] for k in keys), keys
+
+
+def _state_unflatten(keys, children):
+  return State._from_dict(dict(zip(keys, children)))
+
+
+jax.tree_util.register_pytree_with_keys(
+    State, _state_flatten_with_keys, _state_unflatten, _state_flatten
+)

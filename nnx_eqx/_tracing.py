@@ -1,0 +1,29 @@
+"""Which JAX trace is current; used to refuse mutation across trace levels."""
+
+from __future__ import annotations
+
+from jax.extend.core import get_opaque_trace_state as _get_state
+
+
+def current_trace():
+  """Returns an opaque token of the current JAX trace, comparable with ``==``."""
+  return _get_state(convention="flax")
+
+
+def check_trace(owner_trace, what: str) -> None:
+  """Raises ``TraceContextError`` if ``owner_trace`` is not the current trace.
+
+  Args:
+    owner_trace: the token recorded when the object was created.
+    what: a description of the object for the message, e.g. ``"Param at 'w'"``.
+  """
+  if owner_trace != _get_state(convention="flax"):
+    from ._errors import TraceContextError
+
+    raise TraceContextError(
+        f"Cannot mutate {what}: it was created in a different JAX trace than the"
+        " current one (for example outside a `jax.jit`, `jax.grad` or"
+        " `jax.lax.scan` that is now tracing). Fix: use the lifted transforms"
+        " (`nnx.jit`, `nnx.grad`, `nnx.scan`, ...) which propagate updates, or"
+        " `nnx.split` the module before the transform and `nnx.merge` it inside."
+    )

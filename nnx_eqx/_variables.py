@@ -1,0 +1,423 @@
+"""Variables: typed, mutable boxes around JAX values.
+
+The type of a Variable is its collection: ``Param`` for trainable weights,
+``BatchStat`` for running statistics, ``Cache`` for autoregressive caches,
+``Intermediate`` for sown values, or any user subclass. Metadata given as
+keyword arguments (``sharding``, ``tag``, anything else) travels with the
+Variable through ``split``/``merge`` and transforms. This follows flax.nnx.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Callable, Generic, TypeVar
+
+import jax
+import numpy as np
+
+from . import _version
+from ._tracing import check_trace, current_trace
+
+A = TypeVar("A")
+
+_OWN_FIELDS = frozenset({"_value", "_metadata", "_trace"})
+
+
+class VariableMetadata(Generic[A]):
+  """A value paired with Variable metadata, produced by :func:`with_metadata`.
+
+  Passing it to a Variable constructor unwraps it, merging the metadata.
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> p = nnx.Param(nnx.VariableMetadata(jnp.ones(2), {"sharding": ("x",)}))
+    >>> p.sharding
+    ('x',)
+  """
+
+  __slots__ = ("value", "metadata")
+
+  def __init__(self, value: A, metadata: dict[str, Any]):
+    self.value = value
+    self.metadata = dict(metadata)
+
+
+def with_metadata(initializer: Callable[..., Any], **metadata: Any) -> Callable[..., VariableMetadata]:
+  """Wraps an initializer so the Variable built from its output gets ``metadata``.
+
+  Args:
+    initializer: any ``init(key, shape, dtype) -> array`` function.
+    **metadata: metadata to attach, e.g. ``sharding=("embed", "mlp")``.
+
+  Returns:
+    An initializer returning :class:`VariableMetadata`; ``nnx.Param(init(...))``
+    unwraps it.
+
+  Example:
+    >>> import jax, nnx_eqx as nnx
+    >>> init = nnx.with_metadata(jax.nn.initializers.ones, sharding=(None, "model"))
+    >>> p = nnx.Param(init(jax.random.key(0), (2, 3)))
+    >>> p.sharding, p.value.shape
+    ((None, 'model'), (2, 3))
+  """
+
+  def wrapped(*args, **kwargs):
+    return VariableMetadata(initializer(*args, **kwargs), metadata)
+
+  wrapped.__name__ = getattr(initializer, "__name__", "initializer")
+  return wrapped
+
+
+def _unwrap(x):
+  return x._value if isinstance(x, Variable) else x
+
+
+class Variable(Generic[A]):
+  """A mutable box holding a JAX value plus metadata; its type is its collection.
+
+  A Variable stored as a Module attribute is a graph *leaf*: ``split`` emits its
+  value once per distinct Variable object, so two attributes holding the same
+  Variable share it after ``merge``. Arithmetic, comparison, indexing and
+  ``@`` on a Variable act on its value; in-place operators (``+=``) update the
+  value, so ``self.count += 1`` inside a module works as in flax.nnx.
+
+  Args:
+    value: the wrapped value (usually a ``jax.Array``), or a
+      :class:`VariableMetadata`, whose metadata is merged in.
+    **metadata: free-form metadata, read back as attributes
+      (``v.sharding``); ``sharding`` holds logical axis names.
+
+  Raises:
+    TraceContextError: when ``value`` is set from a JAX trace other than the one
+      the Variable was created in.
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> count = nnx.Variable(jnp.array(0))
+    >>> count += 1
+    >>> int(count.value)
+    1
+    >>> w = nnx.Param(jnp.ones((2, 3)), sharding=(None, "model"))
+    >>> (jnp.ones((1, 2)) @ w).shape, w.sharding
+    ((1, 3), (None, 'model'))
+  """
+
+  __hash__ = object.__hash__  # identity: Variables are graph nodes.
+
+  def __init__(self, value: A, **metadata: Any):
+    if isinstance(value, VariableMetadata):
+      metadata = {**value.metadata, **metadata}
+      value = value.value
+    if isinstance(value, Variable):
+      value = value._value
+    d = self.__dict__
+    d["_value"] = value
+    d["_metadata"] = metadata
+    d["_trace"] = current_trace()
+
+  # -- value access -------------------------------------------------------
+  @property
+  def value(self) -> A:
+    """The wrapped value."""
+    return self._value
+
+  @value.setter
+  def value(self, new: A) -> None:
+    check_trace(self._trace, f"{type(self).__name__}")
+    self.__dict__["_value"] = _unwrap(new)
+
+  raw_value = value
+
+  def get_value(self) -> A:
+    """Returns the value (flax.nnx spelling)."""
+    return self._value
+
+  def set_value(self, new: A) -> None:
+    """Sets the value (flax.nnx spelling); same checks as ``.value = new``."""
+    self.value = new
+
+  def __getitem__(self, idx):
+    return self._value[idx]  # type: ignore[index]
+
+  def __setitem__(self, idx, new):
+    if idx is Ellipsis and not hasattr(self._value, "at"):
+      self.value = new
+      return
+    value = self._value
+    if isinstance(value, jax.Array) or hasattr(value, "at"):
+      self.value = value.at[idx].set(_unwrap(new))  # type: ignore[union-attr]
+    else:
+      value = np.array(value)
+      value[idx] = _unwrap(new)
+      self.value = value
+
+  # -- metadata -----------------------------------------------------------
+  @property
+  def metadata(self) -> dict[str, Any]:
+    """A copy of the metadata dict."""
+    return dict(self._metadata)
+
+  def __getattr__(self, name: str):
+    if name.startswith("__"):
+      raise AttributeError(name)
+    md = self.__dict__.get("_metadata")
+    if md is not None and name in md:
+      return md[name]
+    try:
+      return getattr(self.__dict__["_value"], name)
+    except (AttributeError, KeyError):
+      raise AttributeError(
+          f"{type(self).__name__} has no metadata or value attribute {name!r}"
+      ) from None
+
+  def __setattr__(self, name: str, value: Any) -> None:
+    if name == "value" or name in type(self).__dict__ or isinstance(
+        getattr(type(self), name, None), property
+    ):
+      object.__setattr__(self, name, value)
+      return
+    if name in _OWN_FIELDS:
+      self.__dict__[name] = value
+      return
+    check_trace(self._trace, f"metadata {name!r} of {type(self).__name__}")
+    self._metadata[name] = value
+    _version.bump()
+
+  def replace(self, value: Any = None, **metadata: Any) -> "Variable[A]":
+    """Returns a new Variable of the same type with ``value`` and/or metadata replaced.
+
+    Example:
+      >>> import jax.numpy as jnp, nnx_eqx as nnx
+      >>> nnx.Param(jnp.zeros(2), tag="a").replace(jnp.ones(2)).tag
+      'a'
+    """
+    new = self.copy()
+    if value is not None:
+      new.__dict__["_value"] = _unwrap(value)
+    new._metadata.update(metadata)
+    return new
+
+  def copy(self) -> "Variable[A]":
+    """A shallow copy (same value object, copied metadata), owned by the current trace."""
+    new = object.__new__(type(self))
+    d = new.__dict__
+    d["_value"] = self._value
+    d["_metadata"] = dict(self._metadata)
+    d["_trace"] = current_trace()
+    return new
+
+  @property
+  def type(self) -> type:
+    """The Variable's type (its collection), as flax.nnx's ``variable.type``."""
+    return type(self)
+
+  # -- array-like protocol ------------------------------------------------
+  @property
+  def shape(self):
+    return np.shape(self._value)
+
+  @property
+  def dtype(self):
+    return getattr(self._value, "dtype", None) or np.result_type(self._value)
+
+  @property
+  def ndim(self) -> int:
+    return np.ndim(self._value)
+
+  @property
+  def size(self) -> int:
+    return int(np.size(self._value))
+
+  def __array__(self, dtype=None, copy=None):
+    return np.asarray(self._value, dtype=dtype)
+
+  def __len__(self) -> int:
+    return len(self._value)  # type: ignore[arg-type]
+
+  def __iter__(self):
+    return iter(self._value)  # type: ignore[call-overload]
+
+  def __bool__(self) -> bool:
+    return bool(self._value)
+
+  def __int__(self) -> int:
+    return int(self._value)  # type: ignore[call-overload]
+
+  def __float__(self) -> float:
+    return float(self._value)  # type: ignore[arg-type]
+
+  def __index__(self) -> int:
+    return operator.index(self._value)  # type: ignore[arg-type]
+
+  def __repr__(self) -> str:
+    from ._repr import variable_repr
+
+    return variable_repr(self)
+
+  def _repr_pretty_(self, p, cycle):  # IPython
+    p.text(repr(self))
+
+  def __treescope_repr__(self, path, subtree_renderer):
+    from ._repr import treescope_variable
+
+    return treescope_variable(self, path, subtree_renderer)
+
+
+def _binary(op, reflected=False):
+  if reflected:
+
+    def method(self, other):
+      return op(_unwrap(other), self._value)
+  else:
+
+    def method(self, other):
+      return op(self._value, _unwrap(other))
+
+  return method
+
+
+def _inplace(op):
+  def method(self, other):
+    self.value = op(self._value, _unwrap(other))
+    return self
+
+  return method
+
+
+for _name, _op in {
+    "add": operator.add, "sub": operator.sub, "mul": operator.mul,
+    "truediv": operator.truediv, "floordiv": operator.floordiv,
+    "mod": operator.mod, "pow": operator.pow, "matmul": operator.matmul,
+    "and": operator.and_, "or": operator.or_, "xor": operator.xor,
+    "lshift": operator.lshift, "rshift": operator.rshift,
+}.items():
+  setattr(Variable, f"__{_name}__", _binary(_op))
+  setattr(Variable, f"__r{_name}__", _binary(_op, reflected=True))
+  setattr(Variable, f"__i{_name}__", _inplace(_op))
+
+for _name, _op in {
+    "lt": operator.lt, "le": operator.le, "gt": operator.gt,
+    "ge": operator.ge, "eq": operator.eq, "ne": operator.ne,
+}.items():
+  setattr(Variable, f"__{_name}__", _binary(_op))
+
+for _name, _op in {"neg": operator.neg, "pos": operator.pos, "abs": operator.abs,
+                   "invert": operator.invert}.items():
+  setattr(Variable, f"__{_name}__", (lambda op: lambda self: op(self._value))(_op))
+
+
+class Param(Variable[A]):
+  """A trainable parameter (collection ``params``).
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> isinstance(nnx.Param(jnp.ones(3)), nnx.Variable)
+    True
+  """
+
+  collection = "params"
+
+
+class BatchStat(Variable[A]):
+  """A running statistic, e.g. BatchNorm's mean and variance (collection ``batch_stats``).
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> nnx.BatchStat(jnp.zeros(3)).value.shape
+    (3,)
+  """
+
+  collection = "batch_stats"
+
+
+class Cache(Variable[A]):
+  """Per-call cached values, e.g. an attention KV cache (collection ``cache``).
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> nnx.Cache(jnp.zeros((4, 2))).shape
+    (4, 2)
+  """
+
+  collection = "cache"
+
+
+class Intermediate(Variable[A]):
+  """A value sown during a call for later inspection (collection ``intermediates``).
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> nnx.Intermediate((jnp.ones(2),)).value[0].shape
+    (2,)
+  """
+
+  collection = "intermediates"
+
+
+def _aux(v: Variable):
+  md = v._metadata
+  if _hashable_items(md):
+    return tuple(sorted(md.items(), key=lambda kv: kv[0]))
+  return _MetaBox(md)
+
+
+def _var_flatten_with_keys(v: Variable):
+  return ((jax.tree_util.GetAttrKey("value"), v._value),), _aux(v)
+
+
+def _var_flatten(v: Variable):
+  return (v._value,), _aux(v)
+
+
+class _MetaBox:
+  """Aux data for metadata that is not hashable; compares by content."""
+
+  __slots__ = ("items",)
+
+  def __init__(self, md):
+    self.items = dict(md)
+
+  def __eq__(self, other):
+    return isinstance(other, _MetaBox) and self.items.keys() == other.items.keys() and all(
+        self.items[k] is other.items[k] or self.items[k] == other.items[k] for k in self.items
+    )
+
+  def __hash__(self):
+    return hash(tuple(sorted(self.items)))
+
+
+def _hashable_items(md: dict) -> bool:
+  try:
+    hash(tuple(md.values()))
+  except TypeError:
+    return False
+  return True
+
+
+def _make_unflatten(cls):
+  def unflatten(aux, children):
+    v = object.__new__(cls)
+    d = v.__dict__
+    d["_value"] = children[0]
+    d["_metadata"] = dict(aux.items) if isinstance(aux, _MetaBox) else dict(aux)
+    d["_trace"] = current_trace()
+    return v
+
+  return unflatten
+
+
+def register_variable_pytree(cls: type) -> None:
+  """Registers a Variable subclass as a JAX pytree (one child: its value)."""
+  jax.tree_util.register_pytree_with_keys(
+      cls, _var_flatten_with_keys, _make_unflatten(cls), _var_flatten
+  )
+
+
+def _init_subclass(cls, **kwargs):
+  super(Variable, cls).__init_subclass__(**kwargs)
+  register_variable_pytree(cls)
+
+
+Variable.__init_subclass__ = classmethod(_init_subclass)  # type: ignore[assignment]
+for _cls in (Variable, Param, BatchStat, Cache, Intermediate):
+  register_variable_pytree(_cls)

@@ -1,0 +1,4 @@
+"""Lifted transforms: JAX transforms that accept Modules and propagate state."""
+
+from ._autodiff import grad as grad, value_and_grad as value_and_grad
+from ._jit import jit as jit

@@ -1,0 +1,211 @@
+"""The one lifting mechanism shared by every lifted transform.
+
+A lifted transform runs in four steps:
+
+1. :func:`split_args` finds the graph nodes (Modules, Variables) in the call's
+   arguments, and :func:`graph.walk` turns them into a GraphDef plus a flat
+   list of leaf values (cached while the graph is unchanged, so a repeated
+   call only reads the current values).
+2. Inside the JAX transform, :func:`call_inner` rebuilds fresh nodes from the
+   (traced) leaves, calls the user function, then compares the graph after the
+   call with the one before: if only values changed, it returns just the
+   leaves that changed (identity of tracers), so unchanged parameters are
+   never carried through as outputs; if the structure changed (attributes
+   added, modules returned), it returns the new structure and all its leaves.
+3. :func:`apply_updates` writes those leaves back into the caller's objects
+   — only after the transform returned, so an exception leaves the caller's
+   modules exactly as they were.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+
+from .. import _graph, _version
+from .._graph import GraphDef, Walk, is_node, node_impl
+from .._variables import Variable
+
+
+class ArgSplit(NamedTuple):
+  """Where the graph nodes sit in an argument tuple (hashable, static).
+
+  ``positions`` lists top-level argument indices holding nodes (fast path);
+  ``generic`` is set instead when nodes are nested in containers, which then
+  hold :class:`Hole` placeholders. ``arg_of_node`` gives, per node, the index
+  of the top-level argument holding it.
+  """
+
+  positions: tuple
+  generic: bool
+  arg_of_node: tuple
+
+
+_CONTAINERS = (tuple, list, dict)
+
+
+def _is_node_leaf(x) -> bool:
+  return isinstance(x, Variable) or node_impl(type(x)) is not None
+
+
+def split_args(args: tuple) -> tuple[ArgSplit, tuple, tuple]:
+  """Returns ``(argsplit, nodes, rest)``: the nodes found in ``args``, and
+  ``args`` with each node replaced by a placeholder."""
+  positions = []
+  generic = False
+  for i, a in enumerate(args):
+    if isinstance(a, Variable) or node_impl(type(a)) is not None:
+      positions.append(i)
+    elif type(a) in _CONTAINERS and a:
+      generic = True
+  if not generic:
+    if not positions:
+      return _EMPTY_SPLIT, (), args
+    nodes = tuple(args[i] for i in positions)
+    rest = list(args)
+    for i in positions:
+      rest[i] = None
+    pos = tuple(positions)
+    return ArgSplit(pos, False, pos), nodes, tuple(rest)
+  nodes_l: list = []
+  arg_of: list = []
+  rest_l = []
+  for i, a in enumerate(args):
+    flat, treedef = jax.tree_util.tree_flatten(a, is_leaf=_is_node_leaf)
+    for j, x in enumerate(flat):
+      if _is_node_leaf(x):
+        flat[j] = Hole(len(nodes_l))
+        nodes_l.append(x)
+        arg_of.append(i)
+    rest_l.append(jax.tree_util.tree_unflatten(treedef, flat))
+  return ArgSplit((), True, tuple(arg_of)), tuple(nodes_l), tuple(rest_l)
+
+
+_EMPTY_SPLIT = ArgSplit((), False, ())
+
+
+def join_args(split: ArgSplit, rest: tuple, nodes) -> tuple:
+  """Inverse of :func:`split_args`: puts ``nodes`` back into ``rest``."""
+  if split.generic:
+    return tuple(jax.tree_util.tree_map(lambda h: nodes[h.k], rest, is_leaf=_is_hole))
+  if not split.positions:
+    return tuple(rest)
+  args = list(rest)
+  for i, n in zip(split.positions, nodes):
+    args[i] = n
+  return tuple(args)
+
+
+class Updates:
+  """What a lifted call changed, returned through the JAX transform.
+
+  As a pytree, ``values`` are its children; ``structure`` (None, or
+  ``(graphdef, in_index)`` after a structural change) and ``index`` are
+  static aux data.
+  """
+
+  __slots__ = ("structure", "index", "values")
+
+  def __init__(self, structure, index: tuple, values: list):
+    self.structure, self.index, self.values = structure, index, values
+
+
+jax.tree_util.register_pytree_node(
+    Updates,
+    lambda u: (u.values, (u.structure, u.index)),
+    lambda aux, vals: Updates(aux[0], aux[1], list(vals)),
+)
+
+
+class Hole:
+  """Placeholder for a graph node inside a lifted function's output."""
+
+  __slots__ = ("k",)
+
+  def __init__(self, k: int):
+    self.k = k
+
+
+jax.tree_util.register_pytree_node(Hole, lambda h: ((), h.k), lambda k, _: Hole(k))
+
+
+def _is_hole(x) -> bool:
+  return isinstance(x, Hole)
+
+
+def merge_inner(graphdef: GraphDef | None, leaves) -> tuple[tuple, list]:
+  """Rebuilds the nodes inside a transform; returns ``(nodes, per-index objects)``."""
+  if graphdef is None:
+    return (), []
+  objs: list = []
+  nodes = _graph.unflatten(graphdef, leaves, nodes_out=objs)
+  return nodes, objs
+
+
+def collect_updates(graphdef: GraphDef | None, in_leaves, nodes: tuple, objs: list, out: Any):
+  """Compares the graph after the call with the one before (see module doc).
+
+  Returns ``(out, updates)`` where graph nodes in ``out`` are replaced by
+  :class:`Hole` placeholders.
+  """
+  flat, treedef = jax.tree_util.tree_flatten(out, is_leaf=_is_node_leaf)
+  node_pos = [i for i, x in enumerate(flat) if _is_node_leaf(x)]
+  if not node_pos:
+    if graphdef is None:
+      return out, Updates(None, (), [])
+    w = _graph.walk_uncached(nodes)
+    if w.graphdef == graphdef:
+      new = w.leaves()
+      changed = tuple(i for i, (a, b) in enumerate(zip(in_leaves, new)) if a is not b)
+      return out, Updates(None, changed, [new[i] for i in changed])
+  out_nodes = tuple(flat[i] for i in node_pos)
+  w = _graph.walk_uncached((nodes, out_nodes))
+  id_to_in = {id(o): i for i, o in enumerate(objs)}
+  in_index = tuple(id_to_in.get(id(n), -1) for n in w.nodes)
+  for k, i in enumerate(node_pos):
+    flat[i] = Hole(k)
+  out = jax.tree_util.tree_unflatten(treedef, flat)
+  return out, Updates((w.graphdef, in_index), tuple(range(len(w.slots))), w.leaves())
+
+
+def call_inner(fn: Callable, graphdef, split: ArgSplit, leaves, rest: tuple):
+  """Rebuilds nodes, calls ``fn`` and collects updates: ``(out, updates)``."""
+  nodes, objs = merge_inner(graphdef, leaves)
+  args = join_args(split, rest, nodes)
+  out = fn(*args)
+  return collect_updates(graphdef, leaves, nodes, objs, out)
+
+
+def apply_updates(w: Walk | None, updates: Updates, out: Any) -> Any:
+  """Writes updates into the caller's objects and fills output placeholders."""
+  if updates.structure is None:
+    if updates.index:
+      slots = w.slots  # type: ignore[union-attr]
+      for i, v in zip(updates.index, updates.values):
+        slots[i]._value = v
+    return out
+  g2, in_index = updates.structure
+  old = w.nodes if w is not None else []
+  reuse = {j: old[i] for j, i in enumerate(in_index) if i >= 0}
+  _, out_nodes = _graph.unflatten(g2, updates.values, reuse=reuse)
+  _version.bump()
+  return jax.tree_util.tree_map(lambda h: out_nodes[h.k], out, is_leaf=_is_hole)
+
+
+def prepare(args: tuple):
+  """Step 1 for a call: ``(argsplit, walk or None, leaves, rest)``."""
+  split, nodes, rest = split_args(args)
+  if not nodes:
+    return split, None, [], rest
+  w = _graph.walk(nodes)
+  return split, w, [s._value for s in w.slots], rest
+
+
+def leaf_arg_index(w: Walk, split: ArgSplit) -> list[int]:
+  """Per leaf, the index of the top-level argument it belongs to."""
+  return [split.arg_of_node[p[0]] for p in w.paths]
+
+
+__all__ = ["ArgSplit", "Updates", "split_args", "join_args", "prepare", "call_inner",
+           "collect_updates", "apply_updates", "merge_inner", "leaf_arg_index", "is_node"]
