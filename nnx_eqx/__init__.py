@@ -31,9 +31,27 @@ from ._variables import BatchStat as BatchStat, Cache as Cache
 from ._variables import Intermediate as Intermediate, Param as Param
 from ._variables import Variable as Variable, VariableMetadata as VariableMetadata
 from ._variables import with_metadata as with_metadata
+from .transforms import grad as grad, jit as jit, value_and_grad as value_and_grad
+
+# --- nn and training (layers, activations, Optimizer, TrainState) ---
 from .nn import initializers as initializers
 from .nn import Linear as Linear
-from .transforms import grad as grad, jit as jit, value_and_grad as value_and_grad
+# --- end nn and training ---
+
+# --- transforms (vmap, scan, remat, cond, eval_shape, StateAxes, Carry) ---
+# --- end transforms ---
+
+# --- spmd ---
+# --- end spmd ---
+
+# --- bridge ---
+# --- end bridge ---
+
+# --- ecosystem (checkpoint, tabulate) ---
+# --- end ecosystem ---
+
+# --- seed systems (dataclass, Pytree, Node, Static, register_node_type) ---
+# --- end seed systems ---
 
 # Seed-era names.
 ModuleDef = GraphDef
