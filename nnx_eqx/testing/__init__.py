@@ -1,0 +1,16 @@
+"""Testing utilities shipped for users: hypothesis strategies and helpers.
+
+Strategies need ``hypothesis`` (the ``test`` extra).
+"""
+
+from ._helpers import TraceCounter as TraceCounter
+from ._helpers import assert_no_retrace as assert_no_retrace
+from ._helpers import hlo_equal as hlo_equal
+from ._helpers import stablehlo_text as stablehlo_text
+from ._helpers import tree_allclose as tree_allclose
+
+# --- graph strategies (random NNX module graphs) ---
+# --- end graph strategies ---
+
+# --- equinox strategies (random Equinox models) ---
+# --- end equinox strategies ---
