@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator, TypeVar
 
-from . import _graph, _version
+from . import _graph, _node_types, _version
 from ._errors import NnxError
 from ._filters import Filter
 from ._graph import NodeImpl, is_node
@@ -25,7 +25,7 @@ _MISSING = object()
 
 
 def _is_array(x) -> bool:
-  return isinstance(x, _graph._ARRAY_TYPES)
+  return isinstance(x, _node_types.LEAF_TYPES)  # read at call time: leaf types can be registered
 
 
 def _contains_node(x) -> bool:

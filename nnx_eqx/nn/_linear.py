@@ -47,7 +47,7 @@ class Linear(Module):
     self.kernel = Param(kernel_init(rngs.params(), (in_features, out_features), param_dtype))
     self.bias = Param(bias_init(rngs.params(), (out_features,), param_dtype)) if use_bias else None
 
-  def __call__(self, x: Float[Array, "... in"]) -> Float[Array, "... out"]:
+  def __call__(self, x: Float[Array, "*batch in"]) -> Float[Array, "*batch out"]:
     with jax.named_scope(type(self).__name__):
       kernel = self.kernel.value
       if self.dtype is not None:

@@ -1,0 +1,157 @@
+"""GraphDef: the hashable static structure of a graph, and its static values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+
+
+# --------------------------------------------------------------------------
+# Static values and GraphDef
+# --------------------------------------------------------------------------
+def _freeze(x: Any) -> Any:
+  if isinstance(x, (list, tuple)):
+    return (type(x).__name__, tuple(_freeze(e) for e in x))
+  if isinstance(x, dict):
+    return ("dict", tuple((k, _freeze(v)) for k, v in x.items()))
+  if isinstance(x, (set, frozenset)):
+    return ("set", frozenset(_freeze(e) for e in x))
+  try:
+    hash(x)
+  except TypeError:
+    return ("id", id(x))
+  if isinstance(x, (np.ndarray, jax.Array)):
+    return ("id", id(x))
+  return x
+
+
+class StaticValue:
+  """A static value kept in a GraphDef; hashed and compared by content.
+
+  Unhashable containers (lists, dicts) are compared structurally; other
+  unhashable objects by identity.
+  """
+
+  __slots__ = ("value", "_frozen", "_hash")
+
+  def __init__(self, value: Any):
+    self.value = value
+    self._frozen = _freeze(value)
+    self._hash = hash(self._frozen)
+
+  def __eq__(self, other):
+    return self is other or (
+        isinstance(other, StaticValue) and self._hash == other._hash and self._frozen == other._frozen
+    )
+
+  def __hash__(self):
+    return self._hash
+
+  def __repr__(self):
+    return f"StaticValue({self.value!r})"
+
+
+def _var_metadata_def(md: dict) -> Any:
+  return StaticValue(md) if md else ()
+
+
+def _metadata_from_def(mdef: Any) -> dict:
+  return dict(mdef.value) if isinstance(mdef, StaticValue) else {}
+
+
+class GraphDef:
+  """The static structure of a graph: node types, attribute keys, static
+  attributes, Variable types and metadata, and which objects are shared.
+
+  Hashable and equal across identical builds, so it can be a ``jax.jit``
+  static argument. ``ModuleDef`` is the seed-era name of this class.
+
+  Example:
+    >>> import nnx_eqx as nnx
+    >>> a = nnx.graphdef(nnx.Linear(2, 3, rngs=nnx.Rngs(0)))
+    >>> b = nnx.graphdef(nnx.Linear(2, 3, rngs=nnx.Rngs(1)))
+    >>> a == b and hash(a) == hash(b)
+    True
+  """
+
+  __slots__ = ("defn", "paths", "n_nodes", "_hash", "__weakref__")
+
+  def __init__(self, defn: tuple, paths: tuple, n_nodes: int):
+    self.defn = defn
+    self.paths = paths
+    self.n_nodes = n_nodes
+    self._hash = hash(defn)
+
+  def __eq__(self, other):
+    return self is other or (
+        isinstance(other, GraphDef) and self._hash == other._hash and self.defn == other.defn
+    )
+
+  def __hash__(self):
+    return self._hash
+
+  @property
+  def num_leaves(self) -> int:
+    """How many leaves (distinct Variables and raw arrays) the graph has."""
+    return len(self.paths)
+
+  def __repr__(self) -> str:
+    from ._repr import graphdef_repr
+
+    return graphdef_repr(self)
+
+  def __treescope_repr__(self, path, subtree_renderer):
+    from ._repr import treescope_graphdef
+
+    return treescope_graphdef(self, path, subtree_renderer)
+
+  # Seed-era API -----------------------------------------------------------
+  def merge(self, *states: Any) -> Any:
+    """Builds a new graph from this GraphDef and states (see ``nnx.merge``)."""
+    from ._graph import merge
+
+    return merge(self, *states)
+
+  def apply(self, *states: Any) -> "ApplyCaller":
+    """Seed-era functional call: ``graphdef.apply(state)(x)`` or
+    ``graphdef.apply(state).submodule.method(x)`` returns
+    ``(out, (new_state, graphdef))`` and leaves the inputs untouched.
+
+    Example:
+      >>> import jax.numpy as jnp, nnx_eqx as nnx
+      >>> state, moduledef = nnx.Linear(2, 3, rngs=nnx.Rngs(0)).partition()
+      >>> y, (state, moduledef) = moduledef.apply(state)(jnp.ones((1, 2)))
+      >>> y.shape
+      (1, 3)
+    """
+    return ApplyCaller(self, states, ())
+
+
+class ApplyCaller:
+  """Accumulates attribute/item accesses, then calls on a freshly merged graph."""
+
+  __slots__ = ("_graphdef", "_states", "_accessors")
+
+  def __init__(self, graphdef, states, accessors):
+    self._graphdef = graphdef
+    self._states = states
+    self._accessors = accessors
+
+  def __getattr__(self, name):
+    return ApplyCaller(self._graphdef, self._states, self._accessors + ((True, name),))
+
+  def __getitem__(self, key):
+    return ApplyCaller(self._graphdef, self._states, self._accessors + ((False, key),))
+
+  def __call__(self, *args, **kwargs):
+    from ._graph import merge, split
+
+    node = merge(self._graphdef, *self._states)
+    target = node
+    for is_attr, k in self._accessors:
+      target = getattr(target, k) if is_attr else target[k]
+    out = target(*args, **kwargs)
+    graphdef, state = split(node)
+    return out, (state, graphdef)

@@ -1,0 +1,101 @@
+"""Graph node and leaf type registries, and the tags of GraphDef definition tuples."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+import numpy as np
+
+from ._variables import Variable
+
+# Tags of the definition tuples that make up a GraphDef.
+NODE, VAR, REF, LEAF, STATIC, SEQ, MAP = range(7)
+_LEAF_DEF = (LEAF,)
+LEAF_TYPES: tuple[type, ...] = (jax.Array, np.ndarray)
+
+
+def register_leaf_type(cls: type) -> None:
+  """Makes instances of ``cls`` graph leaves (like raw arrays) when stored on a
+  module: they go into the State instead of the GraphDef.
+
+  Example:
+    >>> import nnx_eqx as nnx
+    >>> class Box:
+    ...   def __init__(self, x): self.x = x
+    >>> nnx._graph.register_leaf_type(Box)
+    >>> m = nnx.Module(); m.b = Box(1)
+    >>> list(nnx.state(m))
+    ['b']
+  """
+  global LEAF_TYPES
+  if cls not in LEAF_TYPES:
+    LEAF_TYPES = (*LEAF_TYPES, cls)
+
+
+# --------------------------------------------------------------------------
+# Node types
+# --------------------------------------------------------------------------
+class NodeImpl(NamedTuple):
+  """How the engine reads and rebuilds one kind of graph node.
+
+  Attributes:
+    children: ``obj -> list[(key, value)]`` in a deterministic order.
+    create: ``(cls, metadata, trace) -> obj``, an empty node to be filled.
+    set_children: ``(obj, list[(key, value)]) -> None``, fills the node.
+    metadata: ``obj -> hashable``, static data kept in the GraphDef.
+    set_key: ``(obj, key, value) -> None``, replaces one child in place.
+    clear: ``obj -> None``, removes every child (for in-place structural updates).
+  """
+
+  children: Callable[[Any], list]
+  create: Callable[[type, Any, Any], Any]
+  set_children: Callable[[Any, list], None]
+  metadata: Callable[[Any], Any]
+  set_key: Callable[[Any, Any, Any], None]
+  clear: Callable[[Any], None]
+
+
+_NODE_IMPLS: dict[type, NodeImpl | None] = {}
+_REGISTERED: dict[type, NodeImpl] = {}
+
+
+def register_graph_node_type(cls: type, impl: NodeImpl) -> None:
+  """Registers ``cls`` (and its subclasses) as a graph node type.
+
+  Args:
+    cls: the node class.
+    impl: a :class:`NodeImpl` describing how to read and rebuild it.
+  """
+  _REGISTERED[cls] = impl
+  _NODE_IMPLS.clear()
+
+
+def node_impl(t: type) -> NodeImpl | None:
+  """The NodeImpl for type ``t`` (looked up along its MRO), or None."""
+  try:
+    return _NODE_IMPLS[t]
+  except KeyError:
+    impl = None
+    for base in t.__mro__:
+      impl = _REGISTERED.get(base)
+      if impl is not None:
+        break
+    _NODE_IMPLS[t] = impl
+    return impl
+
+
+def is_graph_node(x: Any) -> bool:
+  """True for Modules and registered graph node types."""
+  return node_impl(type(x)) is not None
+
+
+def is_node(x: Any) -> bool:
+  """True for graph nodes and Variables (the identity-tracked objects).
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> nnx.is_node(nnx.Param(jnp.ones(1))), nnx.is_node(jnp.ones(1))
+    (True, False)
+  """
+  return isinstance(x, Variable) or node_impl(type(x)) is not None

@@ -1,0 +1,433 @@
+"""Walking graphs into (GraphDef, leaf slots) and rebuilding them from leaves.
+
+Nodes and Variables are visited once each, depth first with attributes in
+sorted order; a second encounter of the same object becomes a reference to
+its index, so a GraphDef records sharing and cycles and the flat list of
+leaves holds each distinct Variable once.
+
+Walks are cached per root: while no structural change happens anywhere (see
+``_version``), walking the same root again reuses the GraphDef and the flat
+list of leaf slots, so only the current values are read.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from . import _node_types, _version
+from ._errors import GraphStructureError
+from ._filters import to_predicate
+from ._graphdef import GraphDef, StaticValue, _metadata_from_def, _var_metadata_def
+from ._node_types import LEAF, MAP, NODE, REF, SEQ, STATIC, VAR, NodeImpl, node_impl
+from ._state import non_exhaustive_error
+from ._tracing import current_trace
+from ._variables import Variable
+
+_LEAF_DEF = (LEAF,)
+
+# --------------------------------------------------------------------------
+# Slots: where a leaf lives, so that values can be read and written back
+# --------------------------------------------------------------------------
+class _NodeKeySlot:
+  """A raw array stored under ``key`` of a graph node."""
+
+  __slots__ = ("obj", "impl", "key")
+
+  def __init__(self, obj, impl, key):
+    self.obj, self.impl, self.key = obj, impl, key
+
+  @property
+  def _value(self):
+    for k, v in self.impl.children(self.obj):
+      if k == self.key:
+        return v
+    raise KeyError(self.key)
+
+  @_value.setter
+  def _value(self, v):
+    self.impl.set_key(self.obj, self.key, v)
+
+
+class _DictSlot:
+  """A raw array stored as a module attribute (in its ``__dict__``)."""
+
+  __slots__ = ("d", "key")
+
+  def __init__(self, d, key):
+    self.d, self.key = d, key
+
+  @property
+  def _value(self):
+    return self.d[self.key]
+
+  @_value.setter
+  def _value(self, v):
+    self.d[self.key] = v
+
+
+class _ItemSlot:
+  """A raw array inside a tuple/list/dict held at ``parent``."""
+
+  __slots__ = ("parent", "key")
+
+  def __init__(self, parent, key):
+    self.parent, self.key = parent, key
+
+  @property
+  def _value(self):
+    return self.parent._value[self.key]
+
+  @_value.setter
+  def _value(self, v):
+    container = self.parent._value
+    if isinstance(container, tuple):
+      items = list(container)
+      items[self.key] = v
+      self.parent._value = type(container)(*items) if hasattr(container, "_fields") else tuple(items)
+    else:
+      container[self.key] = v
+
+
+class _RootSlot:
+  __slots__ = ("_value",)
+
+  def __init__(self, value):
+    self._value = value
+
+
+# --------------------------------------------------------------------------
+# Walking (split direction)
+# --------------------------------------------------------------------------
+class Walk:
+  """The result of walking a graph: GraphDef plus per-leaf and per-node facts.
+
+  Attributes:
+    graphdef: the GraphDef.
+    slots: per leaf, an object whose ``_value`` reads/writes the leaf value
+      (the Variable itself for Variables).
+    paths: per leaf, its first path.
+    nodes: per node index, the object (Modules and Variables).
+    owners: per leaf, ``(owner_node, key)`` of its first occurrence.
+    node_paths: per node index, its first path.
+  """
+
+  __slots__ = ("graphdef", "slots", "paths", "nodes", "owners", "node_paths",
+               "epoch", "_path_index", "_filter_cache", "refs")
+
+  def __init__(self, graphdef, slots, paths, nodes, owners, node_paths, epoch):
+    self.graphdef = graphdef
+    self.slots = slots
+    self.paths = paths
+    self.nodes = nodes
+    self.owners = owners
+    self.node_paths = node_paths
+    self.epoch = epoch
+    self._path_index: dict | None = None
+    self._filter_cache: dict = {}
+    self.refs: tuple = ()
+
+  def leaves(self) -> list:
+    """The current leaf values, in order."""
+    return [s._value for s in self.slots]
+
+  def leaf_objects(self) -> list:
+    """Per leaf, what filters see: the Variable, or the raw array."""
+    return [s if isinstance(s, Variable) else s._value for s in self.slots]
+
+  def path_index(self) -> dict:
+    if self._path_index is None:
+      self._path_index = {p: i for i, p in enumerate(self.paths)}
+    return self._path_index
+
+  def partition_indices(self, filters: tuple, exhaustive: bool) -> list[list[int]]:
+    """Leaf indices matched by each filter (first match wins), cached per filters."""
+    key = (filters, exhaustive)
+    try:
+      cached = self._filter_cache.get(key)
+    except TypeError:  # unhashable filter
+      cached, key = None, None
+    if cached is not None:
+      return cached
+    preds = [to_predicate(f) for f in filters]
+    buckets: list[list[int]] = [[] for _ in preds]
+    missing = []
+    objs = self.leaf_objects()
+    for i, (path, obj) in enumerate(zip(self.paths, objs)):
+      for b, p in enumerate(preds):
+        if p(path, obj):
+          buckets[b].append(i)
+          break
+      else:
+        missing.append((path, obj))
+    if exhaustive and missing:
+      raise non_exhaustive_error(missing, filters)
+    if key is not None:
+      self._filter_cache[key] = buckets
+    return buckets
+
+
+class _Walker:
+  __slots__ = ("index", "nodes", "slots", "paths", "owners", "node_paths")
+
+  def __init__(self):
+    self.index: dict[int, int] = {}
+    self.nodes: list = []
+    self.slots: list = []
+    self.paths: list = []
+    self.owners: list = []
+    self.node_paths: list = []
+
+  def value(self, value, path: tuple, owner, key, pos) -> tuple:
+    """Definition tuple of ``value`` found at ``path``; ``pos()`` makes its slot."""
+    if isinstance(value, Variable):
+      i = self.index.get(id(value))
+      if i is not None:
+        return (REF, i)
+      i = len(self.nodes)
+      self.index[id(value)] = i
+      self.nodes.append(value)
+      self.node_paths.append(path)
+      self.slots.append(value)
+      self.paths.append(path)
+      self.owners.append((owner, key))
+      return (VAR, type(value), i, _var_metadata_def(value._metadata))
+    t = type(value)
+    impl = node_impl(t)
+    if impl is not None:
+      return self.node(value, impl, path)
+    if isinstance(value, _node_types.LEAF_TYPES):
+      self.slots.append(pos())
+      self.paths.append(path)
+      self.owners.append((owner, key))
+      return _LEAF_DEF
+    if t is tuple or t is list or (isinstance(value, tuple) and hasattr(value, "_fields")):
+      if not value:
+        return (STATIC, StaticValue(value))
+      parent = _Lazy(pos)
+      subs = tuple(
+          self.value(v, path + (j,), owner, key, _item_pos(parent, j))
+          for j, v in enumerate(value)
+      )
+      if all(s[0] == STATIC for s in subs):
+        return (STATIC, StaticValue(value))
+      return (SEQ, t, subs)
+    if t is dict:
+      if not value:
+        return (STATIC, StaticValue(value))
+      parent = _Lazy(pos)
+      items = tuple(
+          (k, self.value(value[k], path + (k,), owner, key, _item_pos(parent, k)))
+          for k in _sorted_keys(value)
+      )
+      if all(s[1][0] == STATIC for s in items):
+        return (STATIC, StaticValue(value))
+      return (MAP, t, items)
+    return (STATIC, StaticValue(value))
+
+  def node(self, obj, impl: NodeImpl, path: tuple) -> tuple:
+    i = self.index.get(id(obj))
+    if i is not None:
+      return (REF, i)
+    i = len(self.nodes)
+    self.index[id(obj)] = i
+    self.nodes.append(obj)
+    self.node_paths.append(path)
+    d = getattr(obj, "__dict__", None)
+    if d is not None and "_nnx_trace" in d:
+      d["_nnx_in_graph"] = True
+    if impl is _MODULE_IMPL_HOLDER[0]:
+      attrs = tuple(
+          (k, self.value(v, path + (k,), obj, k, _dict_pos(d, k)))
+          for k, v in impl.children(obj)
+      )
+    else:
+      attrs = tuple(
+          (k, self.value(v, path + (k,), obj, k, _node_pos(obj, impl, k)))
+          for k, v in impl.children(obj)
+      )
+    return (NODE, type(obj), i, attrs, impl.metadata(obj))
+
+
+# The Module NodeImpl, set by _module to take the fast attribute path.
+_MODULE_IMPL_HOLDER: list = [None]
+
+
+class _Lazy:
+  __slots__ = ("make", "slot")
+
+  def __init__(self, make):
+    self.make, self.slot = make, None
+
+  @property
+  def _value(self):
+    if self.slot is None:
+      self.slot = self.make()
+    return self.slot._value
+
+  @_value.setter
+  def _value(self, v):
+    if self.slot is None:
+      self.slot = self.make()
+    self.slot._value = v
+
+
+def _dict_pos(d, k):
+  return lambda: _DictSlot(d, k)
+
+
+def _node_pos(obj, impl, k):
+  return lambda: _NodeKeySlot(obj, impl, k)
+
+
+def _item_pos(parent, k):
+  return lambda: _ItemSlot(parent, k)
+
+
+def _sorted_keys(d: dict) -> list:
+  try:
+    return sorted(d)
+  except TypeError:
+    return sorted(d, key=lambda k: (type(k).__name__, repr(k)))
+
+
+class _RecursionLimit:
+  """Raises the interpreter's recursion limit for very deep graphs."""
+
+  __slots__ = ("old",)
+
+  def __enter__(self):
+    self.old = sys.getrecursionlimit()
+    if self.old < 50_000:
+      sys.setrecursionlimit(50_000)
+
+  def __exit__(self, *exc):
+    sys.setrecursionlimit(self.old)
+
+
+def walk_uncached(root: Any) -> Walk:
+  """Walks ``root`` (a node, or a tuple/list/dict of nodes) without caching."""
+  w = _Walker()
+  holder = _RootSlot(root)
+  with _RecursionLimit():
+    defn = w.value(root, (), None, None, lambda: holder)
+  if defn[0] in (STATIC, LEAF):
+    raise GraphStructureError(
+        f"Expected a Module, Variable or container of them, got {type(root).__name__}."
+        " Fix: pass an nnx.Module (or a registered graph node type)."
+    )
+  gd = GraphDef(defn, tuple(w.paths), len(w.nodes))
+  return Walk(gd, w.slots, w.paths, w.nodes, w.owners, w.node_paths, _version.current())
+
+
+def walk(root: Any) -> Walk:
+  """Walks ``root``, reusing the cached walk while the graph is unchanged.
+
+  A single node caches its walk on itself; a tuple of nodes (the arguments of
+  a lifted transform) caches it on its first element, keyed by the identities
+  of all elements.
+  """
+  epoch = _version._epoch[0]
+  if type(root) is tuple and root:
+    d = getattr(root[0], "__dict__", None)
+    if d is None:
+      return walk_uncached(root)
+    cache = d.get("_nnx_multi")
+    key = tuple(map(id, root))
+    if cache is not None:
+      w = cache.get(key)
+      if w is not None and w.epoch == epoch and all(a is b for a, b in zip(w.refs, root)):
+        return w
+    else:
+      cache = d["_nnx_multi"] = {}
+    w = walk_uncached(root)
+    w.refs = root
+    if len(cache) > 32:
+      cache.clear()
+    cache[key] = w
+    return w
+  d = getattr(root, "__dict__", None)
+  if d is not None and "_nnx_trace" in d:
+    w = d.get("_nnx_walk")
+    if w is not None and w.epoch == epoch:
+      return w
+    w = walk_uncached(root)
+    d["_nnx_walk"] = w
+    return w
+  return walk_uncached(root)
+
+
+# --------------------------------------------------------------------------
+# Rebuilding (merge direction)
+# --------------------------------------------------------------------------
+def unflatten(graphdef: GraphDef, leaves, reuse: dict[int, Any] | None = None,
+              nodes_out: list | None = None) -> Any:
+  """Rebuilds the graph of ``graphdef`` from leaf values in walk order.
+
+  Leaves may be raw values or Variables (whose value and metadata are used).
+  ``reuse`` maps node indices to existing objects to update in place instead
+  of creating new ones. If ``nodes_out`` is a list, it receives the node
+  objects by index.
+  """
+  nodes: list = [None] * graphdef.n_nodes
+  it = iter(leaves)
+  trace = current_trace()
+
+  def build(defn):
+    tag = defn[0]
+    if tag == LEAF:
+      leaf = next(it)
+      return leaf._value if isinstance(leaf, Variable) else leaf
+    if tag == STATIC:
+      return defn[1].value
+    if tag == REF:
+      return nodes[defn[1]]
+    if tag == VAR:
+      _, cls, i, mdef = defn
+      leaf = next(it)
+      if isinstance(leaf, Variable):
+        value, md = leaf._value, dict(leaf._metadata)
+      else:
+        value, md = leaf, _metadata_from_def(mdef)
+      v = reuse.get(i) if reuse else None
+      if v is None:
+        v = object.__new__(cls)
+        vd = v.__dict__
+        vd["_trace"] = trace
+      else:
+        vd = v.__dict__
+      vd["_value"] = value
+      vd["_metadata"] = md
+      nodes[i] = v
+      return v
+    if tag == NODE:
+      _, cls, i, attrs, meta = defn
+      impl = node_impl(cls)
+      obj = reuse.get(i) if reuse else None
+      if obj is None:
+        obj = impl.create(cls, meta, trace)
+      else:
+        impl.clear(obj)
+      nodes[i] = obj
+      impl.set_children(obj, [(k, build(sub)) for k, sub in attrs])
+      return obj
+    if tag == SEQ:
+      items = [build(s) for s in defn[2]]
+      t = defn[1]
+      if t is list:
+        return items
+      if t is tuple:
+        return tuple(items)
+      return t(*items)
+    if tag == MAP:
+      return defn[1]((k, build(s)) for k, s in defn[2])
+    raise AssertionError(defn)
+
+  with _RecursionLimit():
+    root = build(graphdef.defn)
+  if nodes_out is not None:
+    nodes_out.extend(nodes)
+  return root
+
+
+_DELETE = object()
