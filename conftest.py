@@ -10,6 +10,6 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 
 settings.register_profile(
-    "default", deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
+  "default", deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
 )
 settings.load_profile("default")

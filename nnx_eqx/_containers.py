@@ -120,9 +120,10 @@ def _list_clear(obj) -> None:
 
 
 _graph.register_graph_node_type(
-    List,
-    NodeImpl(_list_children, _list_create, _list_set_children, lambda o: None,
-             _list_set_key, _list_clear),
+  List,
+  NodeImpl(
+    _list_children, _list_create, _list_set_children, lambda o: None, _list_set_key, _list_clear
+  ),
 )
 
 
@@ -147,8 +148,8 @@ class Dict(Module, Mapping):
   def __setitem__(self, key: str, value: Any) -> None:
     if not isinstance(key, str):
       raise NnxError(
-          f"nnx.Dict keys must be str, got {key!r} of type {type(key).__name__}."
-          " Fix: convert the key with str(key), or use nnx.List for integer keys."
+        f"nnx.Dict keys must be str, got {key!r} of type {type(key).__name__}."
+        " Fix: convert the key with str(key), or use nnx.List for integer keys."
       )
     setattr(self, key, value)
 

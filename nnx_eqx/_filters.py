@@ -16,7 +16,8 @@ array. Accepted literals, as in flax.nnx:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import numpy as np
@@ -60,10 +61,10 @@ def to_predicate(filter: Filter) -> Predicate:
   if callable(filter):
     return filter
   raise UnknownFilterError(
-      f"Invalid filter {filter!r} of type {type(filter).__name__}. A filter is a"
-      " Variable type (nnx.Param), `...`/True, None/False, a tag string, a"
-      " predicate `(path, value) -> bool`, a tuple of filters, or one of"
-      " nnx.All/Any/Not/Everything/Nothing/OfType/PathContains/WithTag."
+    f"Invalid filter {filter!r} of type {type(filter).__name__}. A filter is a"
+    " Variable type (nnx.Param), `...`/True, None/False, a tag string, a"
+    " predicate `(path, value) -> bool`, a tuple of filters, or one of"
+    " nnx.All/Any/Not/Everything/Nothing/OfType/PathContains/WithTag."
   )
 
 
@@ -108,7 +109,9 @@ class WithTag(_BaseFilter):
 
     if not isinstance(value, Variable):
       return False
-    return value._metadata.get("tag") == self.tag or getattr(type(value), "collection", None) == self.tag
+    return (
+      value._metadata.get("tag") == self.tag or getattr(type(value), "collection", None) == self.tag
+    )
 
 
 @dataclasses.dataclass(frozen=True)

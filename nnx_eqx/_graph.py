@@ -10,7 +10,8 @@ Graph nodes are also JAX pytrees that keep their sharing (see
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import jax
 import numpy as np
@@ -38,6 +39,7 @@ from ._walk import walk as walk
 from ._walk import walk_uncached as walk_uncached
 
 _ARRAYS = (jax.Array, np.ndarray)
+
 
 # --------------------------------------------------------------------------
 # Public graph API
@@ -156,7 +158,7 @@ def variables(node: Any, *filters: Filter) -> Any:
   flt = filters or (...,)
   buckets = w.partition_indices(flt, exhaustive=False)
   states = tuple(
-      State.from_flat_path((w.paths[i], w.leaf_objects()[i]) for i in b) for b in buckets
+    State.from_flat_path((w.paths[i], w.leaf_objects()[i]) for i in b) for b in buckets
   )
   return states[0] if len(flt) == 1 else states
 
@@ -170,8 +172,8 @@ def _flat_of(states) -> dict:
       flat.update(State(s).flat_state())
     else:
       raise GraphStructureError(
-          f"Expected a State, got {type(s).__name__}. Fix: pass the States"
-          " returned by `nnx.split`/`nnx.state`."
+        f"Expected a State, got {type(s).__name__}. Fix: pass the States"
+        " returned by `nnx.split`/`nnx.state`."
       )
   return flat
 
@@ -202,8 +204,8 @@ def merge(graphdef: GraphDef, *states: State) -> Any:
   """
   if not isinstance(graphdef, GraphDef):
     raise GraphStructureError(
-        f"merge expects a GraphDef first, got {type(graphdef).__name__}. Fix:"
-        " call `nnx.merge(graphdef, *states)` with the graphdef from `nnx.split`."
+      f"merge expects a GraphDef first, got {type(graphdef).__name__}. Fix:"
+      " call `nnx.merge(graphdef, *states)` with the graphdef from `nnx.split`."
     )
   flat = _flat_of(states)
   leaves = []
@@ -229,9 +231,9 @@ def _mismatch_error(missing, extra) -> StateMismatchError:
   if extra:
     parts.append("unexpected paths: " + ", ".join(_fmt(p) for p in extra[:8]))
   return StateMismatchError(
-      "The states do not match the GraphDef (" + "; ".join(parts) + "). Fix: pass"
-      " every State returned by the same `nnx.split` call (use `...` as the last"
-      " filter to keep the rest), from a model of the same structure."
+    "The states do not match the GraphDef (" + "; ".join(parts) + "). Fix: pass"
+    " every State returned by the same `nnx.split` call (use `...` as the last"
+    " filter to keep the rest), from a model of the same structure."
   )
 
 
@@ -239,11 +241,11 @@ def _check_compatible(path, old, new) -> None:
   if isinstance(old, _ARRAYS) and isinstance(new, (*_ARRAYS, np.generic)):
     if np.shape(old) != np.shape(new) or old.dtype != new.dtype:
       raise ShapeDtypeError(
-          f"update: the value at {_fmt(path)} has shape {np.shape(old)} and dtype"
-          f" {old.dtype}, but the new value has shape {np.shape(new)} and dtype"
-          f" {new.dtype}. Fix: pass a value of the same shape and dtype (cast"
-          " with `.astype`), or assign a new Variable to the attribute to change"
-          " its shape."
+        f"update: the value at {_fmt(path)} has shape {np.shape(old)} and dtype"
+        f" {old.dtype}, but the new value has shape {np.shape(new)} and dtype"
+        f" {new.dtype}. Fix: pass a value of the same shape and dtype (cast"
+        " with `.astype`), or assign a new Variable to the attribute to change"
+        " its shape."
       )
 
 
@@ -290,9 +292,9 @@ def update(node: Any, *states: State) -> None:
     parent = _node_at(w, path[:-1])
     if parent is None:
       raise StateMismatchError(
-          f"update: path {_fmt(path)} is not in the graph and its parent"
-          f" {_fmt(path[:-1])} is not a node of it. Fix: update with a State"
-          " produced from a graph of the same structure."
+        f"update: path {_fmt(path)} is not in the graph and its parent"
+        f" {_fmt(path[:-1])} is not a node of it. Fix: update with a State"
+        " produced from a graph of the same structure."
       )
     setattr(parent, path[-1], leaf.copy() if isinstance(leaf, Variable) else leaf)
     added = True
@@ -341,7 +343,6 @@ def pop(node: Any, *filters: Filter) -> Any:
           impl.set_key(owner, key, _DELETE)
   _version.bump()
   return states[0] if len(filters) == 1 else states
-
 
 
 def clone(node: Any) -> Any:
@@ -422,5 +423,5 @@ def _pytree_unflatten(graphdef, leaves):
 def register_pytree(cls: type) -> None:
   """Registers a graph node class as a JAX pytree that preserves sharing."""
   jax.tree_util.register_pytree_with_keys(
-      cls, _pytree_flatten_with_keys, _pytree_unflatten, _pytree_flatten
+    cls, _pytree_flatten_with_keys, _pytree_unflatten, _pytree_flatten
   )

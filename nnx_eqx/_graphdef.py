@@ -43,7 +43,7 @@ class StaticValue:
 
   def __eq__(self, other):
     return self is other or (
-        isinstance(other, StaticValue) and self._hash == other._hash and self._frozen == other._frozen
+      isinstance(other, StaticValue) and self._hash == other._hash and self._frozen == other._frozen
     )
 
   def __hash__(self):
@@ -86,7 +86,7 @@ class GraphDef:
 
   def __eq__(self, other):
     return self is other or (
-        isinstance(other, GraphDef) and self._hash == other._hash and self.defn == other.defn
+      isinstance(other, GraphDef) and self._hash == other._hash and self.defn == other.defn
     )
 
   def __hash__(self):
@@ -114,7 +114,7 @@ class GraphDef:
 
     return merge(self, *states)
 
-  def apply(self, *states: Any) -> "ApplyCaller":
+  def apply(self, *states: Any) -> ApplyCaller:
     """Seed-era functional call: ``graphdef.apply(state)(x)`` or
     ``graphdef.apply(state).submodule.method(x)`` returns
     ``(out, (new_state, graphdef))`` and leaves the inputs untouched.

@@ -10,7 +10,8 @@ leaves are its distinct Variable values (shared ones once), so ``jax.jit``,
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 from . import _graph, _node_types, _version
 from ._errors import NnxError
@@ -162,9 +163,14 @@ class Module:
     """A deep copy with the same sharing."""
     return _graph.clone(self)
 
-  def sow(self, variable_type: type[Variable], name: str, value: Any,
-          reduce_fn: Callable[[Any, Any], Any] = lambda acc, x: acc + (x,),
-          init_fn: Callable[[], Any] = tuple) -> None:
+  def sow(
+    self,
+    variable_type: type[Variable],
+    name: str,
+    value: Any,
+    reduce_fn: Callable[[Any, Any], Any] = lambda acc, x: acc + (x,),
+    init_fn: Callable[[], Any] = tuple,
+  ) -> None:
     """Stores ``value`` in attribute ``name`` as a ``variable_type`` Variable.
 
     The first call stores ``reduce_fn(init_fn(), value)`` (by default a 1-tuple);
@@ -187,25 +193,27 @@ class Module:
       current.value = reduce_fn(current.value, value)
     else:
       raise NnxError(
-          f"sow: attribute {name!r} of {type(self).__name__} holds a"
-          f" {type(current).__name__}, expected a {variable_type.__name__}. Fix: sow"
-          " under another name or delete the attribute first."
+        f"sow: attribute {name!r} of {type(self).__name__} holds a"
+        f" {type(current).__name__}, expected a {variable_type.__name__}. Fix: sow"
+        " under another name or delete the attribute first."
       )
 
-  def for_each(self, module_type: type, fn: Callable[["Module"], Any]) -> None:
+  def for_each(self, module_type: type, fn: Callable[[Module], Any]) -> None:
     """Calls ``fn`` on every submodule (self included) that is a ``module_type``."""
     for _, m in _graph.iter_modules(self):
       if isinstance(m, module_type):
         fn(m)
 
-  def modules(self) -> Iterator[tuple[tuple, "Module"]]:
+  def modules(self) -> Iterator[tuple[tuple, Module]]:
     """Yields ``(path, module)`` for this module and every submodule."""
     return _graph.iter_modules(self)
 
   iter_modules = modules
 
   # -- flags ----------------------------------------------------------------
-  def set_attributes(self, *filters: Filter, raise_if_not_found: bool = True, **attributes: Any) -> None:
+  def set_attributes(
+    self, *filters: Filter, raise_if_not_found: bool = True, **attributes: Any
+  ) -> None:
     """Sets ``attributes`` on every submodule that already has them.
 
     Args:
@@ -239,19 +247,21 @@ class Module:
     missing = set(attributes) - found
     if raise_if_not_found and missing:
       raise NnxError(
-          f"set_attributes: no module has the attribute(s) {sorted(missing)}."
-          " Fix: check the spelling, or pass raise_if_not_found=False."
+        f"set_attributes: no module has the attribute(s) {sorted(missing)}."
+        " Fix: check the spelling, or pass raise_if_not_found=False."
       )
 
   def train(self, **attributes: Any) -> None:
     """Training mode: ``deterministic=False``, ``use_running_average=False``."""
-    self.set_attributes(deterministic=False, use_running_average=False,
-                        raise_if_not_found=False, **attributes)
+    self.set_attributes(
+      deterministic=False, use_running_average=False, raise_if_not_found=False, **attributes
+    )
 
   def eval(self, **attributes: Any) -> None:
     """Evaluation mode: ``deterministic=True``, ``use_running_average=True``."""
-    self.set_attributes(deterministic=True, use_running_average=True,
-                        raise_if_not_found=False, **attributes)
+    self.set_attributes(
+      deterministic=True, use_running_average=True, raise_if_not_found=False, **attributes
+    )
 
 
 def _module_children(obj) -> list:
@@ -280,12 +290,12 @@ def _module_clear(obj) -> None:
 
 
 MODULE_IMPL = NodeImpl(
-    children=_module_children,
-    create=_module_create,
-    set_children=_module_set_children,
-    metadata=lambda obj: None,
-    set_key=_module_set_key,
-    clear=_module_clear,
+  children=_module_children,
+  create=_module_create,
+  set_children=_module_set_children,
+  metadata=lambda obj: None,
+  set_key=_module_set_key,
+  clear=_module_clear,
 )
 _graph._MODULE_IMPL_HOLDER[0] = MODULE_IMPL
 _graph.register_graph_node_type(Module, MODULE_IMPL)

@@ -75,6 +75,4 @@ class Pure(tuple):
     return method
 
 
-jax.tree_util.register_pytree_node(
-    Pure, lambda p: ((p[0],), p[1]), lambda gd, ch: Pure(ch[0], gd)
-)
+jax.tree_util.register_pytree_node(Pure, lambda p: ((p[0],), p[1]), lambda gd, ch: Pure(ch[0], gd))

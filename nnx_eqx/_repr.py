@@ -92,8 +92,11 @@ def treescope_module(m, path, subtree_renderer):
   from treescope import repr_lib
 
   return repr_lib.render_object_constructor(
-      object_type=type(m), attributes=_attrs_for_treescope(m), path=path,
-      subtree_renderer=subtree_renderer, roundtrippable=False,
+    object_type=type(m),
+    attributes=_attrs_for_treescope(m),
+    path=path,
+    subtree_renderer=subtree_renderer,
+    roundtrippable=False,
   )
 
 
@@ -101,8 +104,11 @@ def treescope_variable(v, path, subtree_renderer):
   from treescope import repr_lib
 
   return repr_lib.render_object_constructor(
-      object_type=type(v), attributes={"value": v._value, **v._metadata}, path=path,
-      subtree_renderer=subtree_renderer, roundtrippable=False,
+    object_type=type(v),
+    attributes={"value": v._value, **v._metadata},
+    path=path,
+    subtree_renderer=subtree_renderer,
+    roundtrippable=False,
   )
 
 
@@ -110,8 +116,11 @@ def treescope_state(s, path, subtree_renderer):
   from treescope import repr_lib
 
   return repr_lib.render_dictionary_wrapper(
-      object_type=type(s), wrapped_dict=dict(s.items()), path=path,
-      subtree_renderer=subtree_renderer, roundtrippable=False,
+    object_type=type(s),
+    wrapped_dict=dict(s.items()),
+    path=path,
+    subtree_renderer=subtree_renderer,
+    roundtrippable=False,
   )
 
 
@@ -119,8 +128,13 @@ def treescope_graphdef(g, path, subtree_renderer):
   from treescope import repr_lib
 
   return repr_lib.render_object_constructor(
-      object_type=type(g),
-      attributes={"root": g.defn[1].__name__ if g.defn[0] == 0 else "tuple",
-                  "nodes": g.n_nodes, "paths": list(g.paths)},
-      path=path, subtree_renderer=subtree_renderer, roundtrippable=False,
+    object_type=type(g),
+    attributes={
+      "root": g.defn[1].__name__ if g.defn[0] == 0 else "tuple",
+      "nodes": g.n_nodes,
+      "paths": list(g.paths),
+    },
+    path=path,
+    subtree_renderer=subtree_renderer,
+    roundtrippable=False,
   )

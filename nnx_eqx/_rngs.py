@@ -43,9 +43,9 @@ def _as_key(seed: Any) -> jax.Array:
   if jnp.issubdtype(seed.dtype, jnp.integer) and seed.ndim == 0:
     return jax.random.key(seed)
   raise NnxError(
-      f"Cannot make a PRNG key from {seed!r} (dtype {seed.dtype}, shape"
-      f" {seed.shape}). Fix: pass an int seed, `jax.random.key(seed)`, or a"
-      " raw `jax.random.PRNGKey(seed)`."
+    f"Cannot make a PRNG key from {seed!r} (dtype {seed.dtype}, shape"
+    f" {seed.shape}). Fix: pass an int seed, `jax.random.key(seed)`, or a"
+    " raw `jax.random.PRNGKey(seed)`."
   )
 
 
@@ -70,7 +70,7 @@ class RngStream(Module):
     self.count.value = self.count.value + 1
     return key
 
-  def fork(self, split: int | tuple[int, ...] | None = None) -> "RngStream":
+  def fork(self, split: int | tuple[int, ...] | None = None) -> RngStream:
     """A new stream from this one's next key, split into ``split`` keys if given
     (for ``vmap``/``scan`` over the leading axes)."""
     key = self()
@@ -118,9 +118,9 @@ class Rngs(Module):
     if "default" in d:
       return d["default"]
     raise NnxError(
-        f"Rngs has no stream {name!r} and no 'default' stream; streams:"
-        f" {self._streams()}. Fix: create it, e.g. nnx.Rngs({name}=0), or give a"
-        " default seed: nnx.Rngs(0)."
+      f"Rngs has no stream {name!r} and no 'default' stream; streams:"
+      f" {self._streams()}. Fix: create it, e.g. nnx.Rngs({name}=0), or give a"
+      " default seed: nnx.Rngs(0)."
     )
 
   def __getitem__(self, name: str) -> RngStream:
@@ -133,7 +133,7 @@ class Rngs(Module):
   def __contains__(self, name: str) -> bool:
     return isinstance(self.__dict__.get(name), RngStream)
 
-  def fork(self, split: int | tuple[int, ...] | dict | None = None) -> "Rngs":
+  def fork(self, split: int | tuple[int, ...] | dict | None = None) -> Rngs:
     """New Rngs whose streams are forked from these (advancing these counts).
 
     ``split`` is an int/shape for every stream, or a ``{stream: int}`` dict to

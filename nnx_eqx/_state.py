@@ -8,8 +8,8 @@ pytree a State's leaves are the Variables' values, so ``jax.tree.map`` and
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping
-from typing import Any, Iterator
+from collections.abc import Iterator, Mapping, MutableMapping
+from typing import Any
 
 import jax
 
@@ -47,7 +47,7 @@ class State(MutableMapping):
     object.__setattr__(self, "_mapping", m)
 
   @classmethod
-  def _from_dict(cls, m: dict) -> "State":
+  def _from_dict(cls, m: dict) -> State:
     s = object.__new__(cls)
     object.__setattr__(s, "_mapping", m)
     return s
@@ -72,9 +72,7 @@ class State(MutableMapping):
     try:
       return self._mapping[key]
     except KeyError:
-      raise AttributeError(
-          f"State has no key {key!r}; keys are {list(self._mapping)}"
-      ) from None
+      raise AttributeError(f"State has no key {key!r}; keys are {list(self._mapping)}") from None
 
   def __setattr__(self, key, value):
     self[key] = value
@@ -106,7 +104,7 @@ class State(MutableMapping):
   to_flat_dict = flat_state
 
   @classmethod
-  def from_flat_path(cls, flat: Mapping[Path, Any] | Any) -> "State":
+  def from_flat_path(cls, flat: Mapping[Path, Any] | Any) -> State:
     """Builds a nested State from ``{path: leaf}`` or an iterable of ``(path, leaf)``.
 
     Example:
@@ -156,7 +154,7 @@ class State(MutableMapping):
     return self.split(first, *filters)
 
   @staticmethod
-  def merge(state: "State", /, *states: "State") -> "State":
+  def merge(state: State, /, *states: State) -> State:
     """Merges several States into one (later ones win on the same path).
 
     Example:
@@ -181,8 +179,8 @@ class State(MutableMapping):
       (1,)
     """
     return {
-        k: v.to_pure_dict() if isinstance(v, State) else (v._value if isinstance(v, Variable) else v)
-        for k, v in self._mapping.items()
+      k: v.to_pure_dict() if isinstance(v, State) else (v._value if isinstance(v, Variable) else v)
+      for k, v in self._mapping.items()
     }
 
   def replace_by_pure_dict(self, pure: Mapping, path: Path = ()) -> None:
@@ -195,9 +193,9 @@ class State(MutableMapping):
     for k, v in pure.items():
       if k not in self._mapping:
         raise StateMismatchError(
-            f"replace_by_pure_dict: key path {path + (k,)} is not in this State"
-            f" (its keys at {path} are {list(self._mapping)}). Fix: produce the"
-            " dict with `state.to_pure_dict()` from a State of the same model."
+          f"replace_by_pure_dict: key path {path + (k,)} is not in this State"
+          f" (its keys at {path} are {list(self._mapping)}). Fix: produce the"
+          " dict with `state.to_pure_dict()` from a State of the same model."
         )
       cur = self._mapping[k]
       if isinstance(cur, State):
@@ -241,14 +239,12 @@ def _partition(flat: dict, filters: tuple, exhaustive: bool) -> list[State]:
 
 def non_exhaustive_error(missing: list, filters: tuple) -> FilterError:
   """Builds the error for leaves that no filter matched."""
-  shown = ", ".join(
-      f"{'/'.join(map(str, p))} ({type(v).__name__})" for p, v in missing[:8]
-  )
+  shown = ", ".join(f"{'/'.join(map(str, p))} ({type(v).__name__})" for p, v in missing[:8])
   more = f" and {len(missing) - 8} more" if len(missing) > 8 else ""
   names = ", ".join(filter_name(f) for f in filters)
   return FilterError(
-      f"Filters ({names}) do not cover every leaf; not matched: {shown}{more}."
-      " Fix: add a filter for them, or `...` as the last filter to collect the rest."
+    f"Filters ({names}) do not cover every leaf; not matched: {shown}{more}."
+    " Fix: add a filter for them, or `...` as the last filter to collect the rest."
   )
 
 
@@ -269,5 +265,5 @@ def _state_unflatten(keys, children):
 
 
 jax.tree_util.register_pytree_with_keys(
-    State, _state_flatten_with_keys, _state_unflatten, _state_flatten
+  State, _state_flatten_with_keys, _state_unflatten, _state_flatten
 )

@@ -10,7 +10,8 @@ Variable through ``split``/``merge`` and transforms. This follows flax.nnx.
 from __future__ import annotations
 
 import operator
-from typing import Any, Callable, Generic, TypeVar
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 import jax
 import numpy as np
@@ -42,7 +43,9 @@ class VariableMetadata(Generic[A]):
     self.metadata = dict(metadata)
 
 
-def with_metadata(initializer: Callable[..., Any], **metadata: Any) -> Callable[..., VariableMetadata]:
+def with_metadata(
+  initializer: Callable[..., Any], **metadata: Any
+) -> Callable[..., VariableMetadata]:
   """Wraps an initializer so the Variable built from its output gets ``metadata``.
 
   Args:
@@ -167,12 +170,14 @@ class Variable(Generic[A]):
       return getattr(self.__dict__["_value"], name)
     except (AttributeError, KeyError):
       raise AttributeError(
-          f"{type(self).__name__} has no metadata or value attribute {name!r}"
+        f"{type(self).__name__} has no metadata or value attribute {name!r}"
       ) from None
 
   def __setattr__(self, name: str, value: Any) -> None:
-    if name == "value" or name in type(self).__dict__ or isinstance(
-        getattr(type(self), name, None), property
+    if (
+      name == "value"
+      or name in type(self).__dict__
+      or isinstance(getattr(type(self), name, None), property)
     ):
       object.__setattr__(self, name, value)
       return
@@ -183,7 +188,7 @@ class Variable(Generic[A]):
     self._metadata[name] = value
     _version.bump()
 
-  def replace(self, value: Any = None, **metadata: Any) -> "Variable[A]":
+  def replace(self, value: Any = None, **metadata: Any) -> Variable[A]:
     """Returns a new Variable of the same type with ``value`` and/or metadata replaced.
 
     Example:
@@ -197,7 +202,7 @@ class Variable(Generic[A]):
     new._metadata.update(metadata)
     return new
 
-  def copy(self) -> "Variable[A]":
+  def copy(self) -> Variable[A]:
     """A shallow copy (same value object, copied metadata), owned by the current trace."""
     new = object.__new__(type(self))
     d = new.__dict__
@@ -285,24 +290,40 @@ def _inplace(op):
 
 
 for _name, _op in {
-    "add": operator.add, "sub": operator.sub, "mul": operator.mul,
-    "truediv": operator.truediv, "floordiv": operator.floordiv,
-    "mod": operator.mod, "pow": operator.pow, "matmul": operator.matmul,
-    "and": operator.and_, "or": operator.or_, "xor": operator.xor,
-    "lshift": operator.lshift, "rshift": operator.rshift,
+  "add": operator.add,
+  "sub": operator.sub,
+  "mul": operator.mul,
+  "truediv": operator.truediv,
+  "floordiv": operator.floordiv,
+  "mod": operator.mod,
+  "pow": operator.pow,
+  "matmul": operator.matmul,
+  "and": operator.and_,
+  "or": operator.or_,
+  "xor": operator.xor,
+  "lshift": operator.lshift,
+  "rshift": operator.rshift,
 }.items():
   setattr(Variable, f"__{_name}__", _binary(_op))
   setattr(Variable, f"__r{_name}__", _binary(_op, reflected=True))
   setattr(Variable, f"__i{_name}__", _inplace(_op))
 
 for _name, _op in {
-    "lt": operator.lt, "le": operator.le, "gt": operator.gt,
-    "ge": operator.ge, "eq": operator.eq, "ne": operator.ne,
+  "lt": operator.lt,
+  "le": operator.le,
+  "gt": operator.gt,
+  "ge": operator.ge,
+  "eq": operator.eq,
+  "ne": operator.ne,
 }.items():
   setattr(Variable, f"__{_name}__", _binary(_op))
 
-for _name, _op in {"neg": operator.neg, "pos": operator.pos, "abs": operator.abs,
-                   "invert": operator.invert}.items():
+for _name, _op in {
+  "neg": operator.neg,
+  "pos": operator.pos,
+  "abs": operator.abs,
+  "invert": operator.invert,
+}.items():
   setattr(Variable, f"__{_name}__", (lambda op: lambda self: op(self._value))(_op))
 
 
@@ -378,8 +399,12 @@ class _MetaBox:
     self.items = dict(md)
 
   def __eq__(self, other):
-    return isinstance(other, _MetaBox) and self.items.keys() == other.items.keys() and all(
+    return (
+      isinstance(other, _MetaBox)
+      and self.items.keys() == other.items.keys()
+      and all(
         self.items[k] is other.items[k] or self.items[k] == other.items[k] for k in self.items
+      )
     )
 
   def __hash__(self):
@@ -409,7 +434,7 @@ def _make_unflatten(cls):
 def register_variable_pytree(cls: type) -> None:
   """Registers a Variable subclass as a JAX pytree (one child: its value)."""
   jax.tree_util.register_pytree_with_keys(
-      cls, _var_flatten_with_keys, _make_unflatten(cls), _var_flatten
+    cls, _var_flatten_with_keys, _make_unflatten(cls), _var_flatten
   )
 
 

@@ -26,6 +26,7 @@ from ._variables import Variable
 
 _LEAF_DEF = (LEAF,)
 
+
 # --------------------------------------------------------------------------
 # Slots: where a leaf lives, so that values can be read and written back
 # --------------------------------------------------------------------------
@@ -84,7 +85,9 @@ class _ItemSlot:
     if isinstance(container, tuple):
       items = list(container)
       items[self.key] = v
-      self.parent._value = type(container)(*items) if hasattr(container, "_fields") else tuple(items)
+      self.parent._value = (
+        type(container)(*items) if hasattr(container, "_fields") else tuple(items)
+      )
     else:
       container[self.key] = v
 
@@ -112,8 +115,18 @@ class Walk:
     node_paths: per node index, its first path.
   """
 
-  __slots__ = ("graphdef", "slots", "paths", "nodes", "owners", "node_paths",
-               "epoch", "_path_index", "_filter_cache", "refs")
+  __slots__ = (
+    "graphdef",
+    "slots",
+    "paths",
+    "nodes",
+    "owners",
+    "node_paths",
+    "epoch",
+    "_path_index",
+    "_filter_cache",
+    "refs",
+  )
 
   def __init__(self, graphdef, slots, paths, nodes, owners, node_paths, epoch):
     self.graphdef = graphdef
@@ -206,8 +219,7 @@ class _Walker:
         return (STATIC, StaticValue(value))
       parent = _Lazy(pos)
       subs = tuple(
-          self.value(v, path + (j,), owner, key, _item_pos(parent, j))
-          for j, v in enumerate(value)
+        self.value(v, path + (j,), owner, key, _item_pos(parent, j)) for j, v in enumerate(value)
       )
       if all(s[0] == STATIC for s in subs):
         return (STATIC, StaticValue(value))
@@ -217,8 +229,8 @@ class _Walker:
         return (STATIC, StaticValue(value))
       parent = _Lazy(pos)
       items = tuple(
-          (k, self.value(value[k], path + (k,), owner, key, _item_pos(parent, k)))
-          for k in _sorted_keys(value)
+        (k, self.value(value[k], path + (k,), owner, key, _item_pos(parent, k)))
+        for k in _sorted_keys(value)
       )
       if all(s[1][0] == STATIC for s in items):
         return (STATIC, StaticValue(value))
@@ -238,13 +250,12 @@ class _Walker:
       d["_nnx_in_graph"] = True
     if impl is _MODULE_IMPL_HOLDER[0]:
       attrs = tuple(
-          (k, self.value(v, path + (k,), obj, k, _dict_pos(d, k)))
-          for k, v in impl.children(obj)
+        (k, self.value(v, path + (k,), obj, k, _dict_pos(d, k))) for k, v in impl.children(obj)
       )
     else:
       attrs = tuple(
-          (k, self.value(v, path + (k,), obj, k, _node_pos(obj, impl, k)))
-          for k, v in impl.children(obj)
+        (k, self.value(v, path + (k,), obj, k, _node_pos(obj, impl, k)))
+        for k, v in impl.children(obj)
       )
     return (NODE, type(obj), i, attrs, impl.metadata(obj))
 
@@ -313,8 +324,8 @@ def walk_uncached(root: Any) -> Walk:
     defn = w.value(root, (), None, None, lambda: holder)
   if defn[0] in (STATIC, LEAF):
     raise GraphStructureError(
-        f"Expected a Module, Variable or container of them, got {type(root).__name__}."
-        " Fix: pass an nnx.Module (or a registered graph node type)."
+      f"Expected a Module, Variable or container of them, got {type(root).__name__}."
+      " Fix: pass an nnx.Module (or a registered graph node type)."
     )
   gd = GraphDef(defn, tuple(w.paths), len(w.nodes))
   return Walk(gd, w.slots, w.paths, w.nodes, w.owners, w.node_paths, _version.current())
@@ -360,8 +371,9 @@ def walk(root: Any) -> Walk:
 # --------------------------------------------------------------------------
 # Rebuilding (merge direction)
 # --------------------------------------------------------------------------
-def unflatten(graphdef: GraphDef, leaves, reuse: dict[int, Any] | None = None,
-              nodes_out: list | None = None) -> Any:
+def unflatten(
+  graphdef: GraphDef, leaves, reuse: dict[int, Any] | None = None, nodes_out: list | None = None
+) -> Any:
   """Rebuilds the graph of ``graphdef`` from leaf values in walk order.
 
   Leaves may be raw values or Variables (whose value and metadata are used).

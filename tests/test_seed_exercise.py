@@ -15,7 +15,9 @@ class BatchStat(nnx.Variable):
 class MultiState(nnx.Module):
   def __init__(self, in_features, hidden, rngs):
     key = rngs.params()
-    self.kernel = nnx.Param(jax.random.normal(key, (in_features, hidden)) * (1 / np.sqrt(in_features)))
+    self.kernel = nnx.Param(
+      jax.random.normal(key, (in_features, hidden)) * (1 / np.sqrt(in_features))
+    )
     self.bias = nnx.Param(jnp.zeros((hidden,)))
     self.running_mean = BatchStat(jnp.zeros((hidden,)))
     self.running_var = BatchStat(jnp.ones((hidden,)))
@@ -31,7 +33,7 @@ def multi_state_filter(seed, x, hidden, eps):
   params = nnx.state(model, nnx.Param)
   batch_stats = nnx.state(model, BatchStat)
   plain_vars = nnx.state(
-      model, nnx.All(nnx.Variable, nnx.Not(nnx.Param), nnx.Not(BatchStat), nnx.Not(nnx.Cache))
+    model, nnx.All(nnx.Variable, nnx.Not(nnx.Param), nnx.Not(BatchStat), nnx.Not(nnx.Cache))
   )
   param_leaves = len(jax.tree_util.tree_leaves(params))
   bs_leaves = len(jax.tree_util.tree_leaves(batch_stats))

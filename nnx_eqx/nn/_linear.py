@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -36,10 +37,18 @@ class Linear(Module):
     ((2, 4), (3, 4))
   """
 
-  def __init__(self, in_features: int, out_features: int, *, use_bias: bool = True,
-               dtype: Any = None, param_dtype: Any = jnp.float32,
-               kernel_init: Initializer = initializers.default_kernel_init,
-               bias_init: Initializer = initializers.default_bias_init, rngs: Rngs):
+  def __init__(
+    self,
+    in_features: int,
+    out_features: int,
+    *,
+    use_bias: bool = True,
+    dtype: Any = None,
+    param_dtype: Any = jnp.float32,
+    kernel_init: Initializer = initializers.default_kernel_init,
+    bias_init: Initializer = initializers.default_bias_init,
+    rngs: Rngs,
+  ):
     self.in_features = in_features
     self.out_features = out_features
     self.use_bias = use_bias

@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import re
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import jax
 import numpy as np

@@ -1,4 +1,5 @@
 """Lifted transforms: JAX transforms that accept Modules and propagate state."""
 
-from ._autodiff import grad as grad, value_and_grad as value_and_grad
+from ._autodiff import grad as grad
+from ._autodiff import value_and_grad as value_and_grad
 from ._jit import jit as jit

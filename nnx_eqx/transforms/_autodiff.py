@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import jax
 
@@ -30,8 +30,9 @@ def _grad_state(w, idxs: list[int], grads: list, trace) -> State:
   return State.from_flat_path(items)
 
 
-def _value_and_grad(f: Callable, argnums, has_aux: bool, wrt: Filter, holomorphic: bool,
-                    allow_int: bool):
+def _value_and_grad(
+  f: Callable, argnums, has_aux: bool, wrt: Filter, holomorphic: bool, allow_int: bool
+):
   single = isinstance(argnums, int)
   argnums_t = (argnums,) if single else tuple(argnums)
   wrt_pred = to_predicate(wrt)
@@ -46,8 +47,9 @@ def _value_and_grad(f: Callable, argnums, has_aux: bool, wrt: Filter, holomorphi
       objs = w.leaf_objects()
       arg_of = _lift.leaf_arg_index(w, split)
       diff_idx = [
-          i for i, (p, o, a) in enumerate(zip(w.paths, objs, arg_of))
-          if a in argnums_t and wrt_pred(p[1:], o)
+        i
+        for i, (p, o, a) in enumerate(zip(w.paths, objs, arg_of))
+        if a in argnums_t and wrt_pred(p[1:], o)
       ]
     diff_set = set(diff_idx)
     other_idx = [i for i in range(len(leaves)) if i not in diff_set]
@@ -73,7 +75,7 @@ def _value_and_grad(f: Callable, argnums, has_aux: bool, wrt: Filter, holomorphi
       return loss, (aux, updates)
 
     (value, (aux, updates)), (g_diff, g_arr) = jax.value_and_grad(
-        inner, argnums=(0, 1), has_aux=True, holomorphic=holomorphic, allow_int=allow_int
+      inner, argnums=(0, 1), has_aux=True, holomorphic=holomorphic, allow_int=allow_int
     )([leaves[i] for i in diff_idx], arr_args, [leaves[i] for i in other_idx])
     aux = _lift.apply_updates(w, updates, aux)
     trace = current_trace()
@@ -92,9 +94,15 @@ def _value_and_grad(f: Callable, argnums, has_aux: bool, wrt: Filter, holomorphi
   return wrapper
 
 
-def value_and_grad(f: Callable | None = None, *, argnums: int | Sequence[int] = 0,
-                   has_aux: bool = False, wrt: Filter = Param, holomorphic: bool = False,
-                   allow_int: bool = False):
+def value_and_grad(
+  f: Callable | None = None,
+  *,
+  argnums: int | Sequence[int] = 0,
+  has_aux: bool = False,
+  wrt: Filter = Param,
+  holomorphic: bool = False,
+  allow_int: bool = False,
+):
   """``jax.value_and_grad`` lifted over Modules (as flax.nnx.value_and_grad).
 
   For each Module argument in ``argnums`` the gradient is a State holding the
@@ -129,8 +137,15 @@ def value_and_grad(f: Callable | None = None, *, argnums: int | Sequence[int] = 
   return wrap if f is None else wrap(f)
 
 
-def grad(f: Callable | None = None, *, argnums: int | Sequence[int] = 0, has_aux: bool = False,
-         wrt: Filter = Param, holomorphic: bool = False, allow_int: bool = False):
+def grad(
+  f: Callable | None = None,
+  *,
+  argnums: int | Sequence[int] = 0,
+  has_aux: bool = False,
+  wrt: Filter = Param,
+  holomorphic: bool = False,
+  allow_int: bool = False,
+):
   """``jax.grad`` lifted over Modules (as flax.nnx.grad); see :func:`value_and_grad`.
 
   Returns:
@@ -158,4 +173,3 @@ def grad(f: Callable | None = None, *, argnums: int | Sequence[int] = 0, has_aux
     return g
 
   return wrap if f is None else wrap(f)
-

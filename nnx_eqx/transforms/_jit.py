@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 
@@ -13,8 +14,14 @@ from . import _lift
 class JitWrapped:
   """The callable returned by :func:`jit`; binds as a method when decorating one."""
 
-  def __init__(self, fn: Callable, static_argnums: Sequence[int], static_argnames: Sequence[str],
-               donate_argnums: Sequence[int], jit_kwargs: dict):
+  def __init__(
+    self,
+    fn: Callable,
+    static_argnums: Sequence[int],
+    static_argnames: Sequence[str],
+    donate_argnums: Sequence[int],
+    jit_kwargs: dict,
+  ):
     functools.update_wrapper(self, fn)
     self.fn = fn
     self.static_argnums = tuple(sorted(static_argnums))
@@ -25,6 +32,7 @@ class JitWrapped:
 
   def _pure(self, key, leaves, rest):
     graphdef, split, static_vals, n_args, kw_names = key
+
     def call(*args):
       args = list(args)
       for i, v in zip(self.static_argnums, static_vals[0]):
@@ -32,6 +40,7 @@ class JitWrapped:
       kwargs = dict(args.pop()) if kw_names is not None else {}
       kwargs.update(static_vals[1])
       return self.fn(*args, **kwargs)
+
     return _lift.call_inner(call, graphdef, split, leaves, rest)
 
   def __get__(self, obj, objtype=None):
@@ -92,9 +101,14 @@ class JitWrapped:
 _NO_STATIC: tuple = ((), ())
 
 
-def jit(fn: Callable | None = None, *, static_argnums: int | Sequence[int] = (),
-        static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (),
-        **jit_kwargs: Any):
+def jit(
+  fn: Callable | None = None,
+  *,
+  static_argnums: int | Sequence[int] = (),
+  static_argnames: str | Sequence[str] = (),
+  donate_argnums: int | Sequence[int] = (),
+  **jit_kwargs: Any,
+):
   """``jax.jit`` lifted over Modules: state updates inside propagate out.
 
   Module (and Variable) arguments — also inside tuples, lists and dicts — are

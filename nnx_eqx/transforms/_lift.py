@@ -19,7 +19,8 @@ A lifted transform runs in four steps:
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 
@@ -112,9 +113,9 @@ class Updates:
 
 
 jax.tree_util.register_pytree_node(
-    Updates,
-    lambda u: (u.values, (u.structure, u.index)),
-    lambda aux, vals: Updates(aux[0], aux[1], list(vals)),
+  Updates,
+  lambda u: (u.values, (u.structure, u.index)),
+  lambda aux, vals: Updates(aux[0], aux[1], list(vals)),
 )
 
 
@@ -207,5 +208,16 @@ def leaf_arg_index(w: Walk, split: ArgSplit) -> list[int]:
   return [split.arg_of_node[p[0]] for p in w.paths]
 
 
-__all__ = ["ArgSplit", "Updates", "split_args", "join_args", "prepare", "call_inner",
-           "collect_updates", "apply_updates", "merge_inner", "leaf_arg_index", "is_node"]
+__all__ = [
+  "ArgSplit",
+  "Updates",
+  "split_args",
+  "join_args",
+  "prepare",
+  "call_inner",
+  "collect_updates",
+  "apply_updates",
+  "merge_inner",
+  "leaf_arg_index",
+  "is_node",
+]
