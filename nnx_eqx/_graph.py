@@ -69,10 +69,24 @@ def _build_state(w: Walk, idxs: list[int], trace, path_offset: int = 0) -> State
 
 
 def _to_state(d: dict) -> State:
-  for k, v in d.items():
-    if type(v) is dict:
-      d[k] = _to_state(v)
-  return State._from_dict(d)
+  """Wraps nested plain dicts into States, iteratively (graphs may be very deep)."""
+  order: list[tuple[dict, object]] = []
+  stack: list[tuple[dict, object]] = [(d, None)]
+  while stack:
+    cur, key_parent = stack.pop()
+    order.append((cur, key_parent))
+    for k, v in cur.items():
+      if type(v) is dict:
+        stack.append((v, (cur, k)))
+  root = None
+  for cur, key_parent in reversed(order):
+    st = State._from_dict(cur)
+    if key_parent is None:
+      root = st
+    else:
+      parent, k = key_parent  # type: ignore[misc]
+      parent[k] = st
+  return root  # type: ignore[return-value]
 
 
 def split(node: Any, *filters: Filter) -> tuple:

@@ -207,18 +207,23 @@ class State(MutableMapping):
 
 
 def _wrap(d: dict) -> State:
-  for k, v in d.items():
-    if type(v) is dict:
-      d[k] = _wrap(v)
-  return State._from_dict(d)
+  from ._graph import _to_state
+
+  return _to_state(d)
 
 
 def _flatten_into(m: dict, prefix: Path, out: dict) -> None:
-  for k, v in m.items():
-    if isinstance(v, State):
-      _flatten_into(v._mapping, prefix + (k,), out)
+  """Adds ``{path: leaf}`` of a nested mapping to ``out`` in order, iteratively."""
+  stack: list = [(iter(m.items()), prefix)]
+  while stack:
+    it, pre = stack[-1]
+    for k, v in it:
+      if isinstance(v, State):
+        stack.append((iter(v._mapping.items()), pre + (k,)))
+        break
+      out[pre + (k,)] = v
     else:
-      out[prefix + (k,)] = v
+      stack.pop()
 
 
 def _partition(flat: dict, filters: tuple, exhaustive: bool) -> list[State]:

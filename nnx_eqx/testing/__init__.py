@@ -10,6 +10,12 @@ from ._helpers import stablehlo_text as stablehlo_text
 from ._helpers import tree_allclose as tree_allclose
 
 # --- graph strategies (random NNX module graphs) ---
+from ._graphs import VARIABLE_TYPES as VARIABLE_TYPES
+from ._graphs import all_paths as all_paths
+from ._graphs import arrays as arrays
+from ._graphs import graphs as graphs
+from ._graphs import same_graph as same_graph
+from ._graphs import sharing_classes as sharing_classes
 # --- end graph strategies ---
 
 # --- equinox strategies (random Equinox models) ---

@@ -51,7 +51,8 @@ _SYM = re.compile(r"(jit|pjit)_[\w]+")
 
 def stablehlo_text(lowered: Any) -> str:
   """The StableHLO text of a ``jax.stages.Lowered`` with locations, module and
-  function names stripped, so programs traced from different Python code compare.
+  function names, and argument/result path names stripped, so programs traced
+  from different Python code (and different pytree structures) compare.
 
   Example:
     >>> import jax, jax.numpy as jnp
@@ -67,6 +68,9 @@ def stablehlo_text(lowered: Any) -> str:
   text = _MODULE_NAME.sub("module @m", text)
   text = _SYM.sub("fn", text)
   text = re.sub(r"mhlo\.frontend_attributes = \{[^}]*\}", "", text)
+  # Argument/result names describe Python pytree paths, not the program.
+  text = re.sub(r'jax\.(result|arg)_info = "[^"]*"(, )?', "", text)
+  text = re.sub(r"\s*\{\}", "", text)
   return "\n".join(line.rstrip() for line in text.splitlines() if line.strip())
 
 

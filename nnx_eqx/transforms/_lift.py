@@ -89,7 +89,7 @@ _EMPTY_SPLIT = ArgSplit((), False, ())
 def join_args(split: ArgSplit, rest: tuple, nodes) -> tuple:
   """Inverse of :func:`split_args`: puts ``nodes`` back into ``rest``."""
   if split.generic:
-    return tuple(jax.tree_util.tree_map(lambda h: nodes[h.k], rest, is_leaf=_is_hole))
+    return tuple(jax.tree_util.tree_map(lambda h: _fill(h, nodes), rest, is_leaf=_is_hole))
   if not split.positions:
     return tuple(rest)
   args = list(rest)
@@ -133,6 +133,10 @@ jax.tree_util.register_pytree_node(Hole, lambda h: ((), h.k), lambda k, _: Hole(
 
 def _is_hole(x) -> bool:
   return isinstance(x, Hole)
+
+
+def _fill(x, nodes):
+  return nodes[x.k] if isinstance(x, Hole) else x
 
 
 def merge_inner(graphdef: GraphDef | None, leaves) -> tuple[tuple, list]:
@@ -191,7 +195,7 @@ def apply_updates(w: Walk | None, updates: Updates, out: Any) -> Any:
   reuse = {j: old[i] for j, i in enumerate(in_index) if i >= 0}
   _, out_nodes = _graph.unflatten(g2, updates.values, reuse=reuse)
   _version.bump()
-  return jax.tree_util.tree_map(lambda h: out_nodes[h.k], out, is_leaf=_is_hole)
+  return jax.tree_util.tree_map(lambda h: _fill(h, out_nodes), out, is_leaf=_is_hole)
 
 
 def prepare(args: tuple):

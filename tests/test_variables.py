@@ -1,0 +1,83 @@
+"""Variables: value access, operators, in-place updates, metadata, pytree behaviour."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import nnx_eqx as nnx
+
+
+def test_operators_act_on_the_value():
+  w = nnx.Param(jnp.arange(6.0).reshape(2, 3))
+  x = jnp.ones((1, 2))
+  np.testing.assert_array_equal(x @ w, x @ w.value)
+  np.testing.assert_array_equal(w + 1, w.value + 1)
+  np.testing.assert_array_equal(2 * w, 2 * w.value)
+  np.testing.assert_array_equal(-w, -w.value)
+  np.testing.assert_array_equal(w[0], w.value[0])
+  assert w.shape == (2, 3) and w.dtype == jnp.float32 and w.ndim == 2 and w.size == 6
+  assert bool((w > 2).any())
+
+
+def test_inplace_updates_keep_identity():
+  c = nnx.Variable(jnp.array(0))
+  same = c
+  c += 1
+  c *= 3
+  assert c is same and int(c.value) == 3
+
+
+def test_setitem_updates_functionally():
+  v = nnx.Variable(jnp.zeros(3))
+  v[1] = 5.0
+  np.testing.assert_array_equal(v.value, [0.0, 5.0, 0.0])
+
+
+def test_metadata_kept_through_split_merge():
+  m = nnx.Module()
+  m.w = nnx.Param(jnp.ones((2, 2)), sharding=("a", None), note="x")
+  g, s = nnx.split(m)
+  assert s.w.sharding == ("a", None) and s.w.note == "x"
+  m2 = nnx.merge(g, s)
+  assert m2.w.sharding == ("a", None)
+  leaves, treedef = jax.tree_util.tree_flatten(m)
+  assert jax.tree_util.tree_unflatten(treedef, leaves).w.note == "x"
+
+
+def test_with_metadata_initializer():
+  init = nnx.with_metadata(jax.nn.initializers.zeros, sharding=("embed",))
+  p = nnx.Param(init(jax.random.key(0), (4,), jnp.float32))
+  assert p.sharding == ("embed",) and p.value.shape == (4,)
+
+
+def test_variable_is_pytree_of_its_value():
+  p = nnx.Param(jnp.ones(2), tag="t")
+  leaves, treedef = jax.tree_util.tree_flatten(p)
+  assert len(leaves) == 1
+  q = jax.tree_util.tree_unflatten(treedef, [jnp.zeros(2)])
+  assert type(q) is nnx.Param and q.tag == "t"
+
+
+def test_user_subclass_is_its_own_collection():
+  class Count(nnx.Variable):
+    pass
+
+  m = nnx.Module()
+  m.c = Count(jnp.array(0))
+  m.p = nnx.Param(jnp.ones(1))
+  assert list(nnx.state(m, Count).flat_state()) == [("c",)]
+  g, s = nnx.split(m)
+  assert type(nnx.merge(g, s).c) is Count
+
+
+def test_replace_and_copy():
+  p = nnx.Param(jnp.zeros(2), tag="a")
+  q = p.replace(jnp.ones(2))
+  assert q is not p and q.tag == "a" and float(q.value.sum()) == 2.0
+  assert p.copy().value is p.value
+
+
+def test_unknown_attribute_message():
+  with pytest.raises(AttributeError, match="no metadata or value attribute 'nope'"):
+    _ = nnx.Param(jnp.ones(1)).nope
