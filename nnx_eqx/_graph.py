@@ -34,6 +34,7 @@ from ._variables import Variable
 from ._walk import _DELETE as _DELETE
 from ._walk import _MODULE_IMPL_HOLDER as _MODULE_IMPL_HOLDER
 from ._walk import Walk as Walk
+from ._walk import _RecursionLimit
 from ._walk import unflatten as unflatten
 from ._walk import walk as walk
 from ._walk import walk_uncached as walk_uncached
@@ -44,28 +45,29 @@ _ARRAYS = (jax.Array, np.ndarray)
 # --------------------------------------------------------------------------
 # Public graph API
 # --------------------------------------------------------------------------
-def _build_state(w: Walk, idxs: list[int], trace, path_offset: int = 0) -> State:
+def _build_state(w: Walk, idxs, trace, path_offset: int = 0) -> State:
   root: dict = {}
   slots, paths = w.slots, w.paths
+  new, from_dict = object.__new__, State._from_dict
   for i in idxs:
     s = slots[i]
     if isinstance(s, Variable):
-      leaf = object.__new__(type(s))
+      leaf = new(type(s))
       ld = leaf.__dict__
       ld["_value"] = s._value
       ld["_metadata"] = dict(s._metadata)
       ld["_trace"] = trace
     else:
       leaf = s._value
-    path = paths[i][path_offset:]
+    path = paths[i]
     d = root
-    for k in path[:-1]:
+    for k in path[path_offset:-1]:
       sub = d.get(k)
       if sub is None:
-        sub = d[k] = {}
-      d = sub
+        sub = d[k] = from_dict({})
+      d = sub._mapping
     d[path[-1]] = leaf
-  return _to_state(root)
+  return from_dict(root)
 
 
 def _to_state(d: dict) -> State:
@@ -177,18 +179,27 @@ def variables(node: Any, *filters: Filter) -> Any:
   return states[0] if len(flt) == 1 else states
 
 
+def _flat_rec(m: dict, prefix: tuple, out: dict) -> None:
+  for k, v in m.items():
+    if type(v) is State:
+      _flat_rec(v._mapping, prefix + (k,), out)
+    else:
+      out[prefix + (k,)] = v
+
+
 def _flat_of(states) -> dict:
   flat: dict = {}
-  for s in states:
-    if isinstance(s, State):
-      flat.update(s.flat_state())
-    elif isinstance(s, dict):
-      flat.update(State(s).flat_state())
-    else:
-      raise GraphStructureError(
-        f"Expected a State, got {type(s).__name__}. Fix: pass the States"
-        " returned by `nnx.split`/`nnx.state`."
-      )
+  with _RecursionLimit():
+    for s in states:
+      if isinstance(s, State):
+        _flat_rec(s._mapping, (), flat)
+      elif isinstance(s, dict):
+        flat.update(State(s).flat_state())
+      else:
+        raise GraphStructureError(
+          f"Expected a State, got {type(s).__name__}. Fix: pass the States"
+          " returned by `nnx.split`/`nnx.state`."
+        )
   return flat
 
 

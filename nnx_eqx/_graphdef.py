@@ -76,13 +76,14 @@ class GraphDef:
     True
   """
 
-  __slots__ = ("defn", "paths", "n_nodes", "_hash", "__weakref__")
+  __slots__ = ("defn", "paths", "n_nodes", "_hash", "_builder", "__weakref__")
 
   def __init__(self, defn: tuple, paths: tuple, n_nodes: int):
     self.defn = defn
     self.paths = paths
     self.n_nodes = n_nodes
     self._hash = hash(defn)
+    self._builder = None  # compiled by _walk.unflatten on first use
 
   def __eq__(self, other):
     return self is other or (

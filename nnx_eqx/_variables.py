@@ -174,15 +174,11 @@ class Variable(Generic[A]):
       ) from None
 
   def __setattr__(self, name: str, value: Any) -> None:
-    if (
-      name == "value"
-      or name in type(self).__dict__
-      or isinstance(getattr(type(self), name, None), property)
-    ):
-      object.__setattr__(self, name, value)
-      return
     if name in _OWN_FIELDS:
       self.__dict__[name] = value
+      return
+    if name == "value" or isinstance(getattr(type(self), name, None), property):
+      object.__setattr__(self, name, value)
       return
     check_trace(self._trace, f"metadata {name!r} of {type(self).__name__}")
     self._metadata[name] = value

@@ -382,6 +382,16 @@ def unflatten(
   objects by index.
   """
   nodes: list = [None] * graphdef.n_nodes
+  if not reuse:
+    builder = graphdef._builder
+    if builder is None:
+      with _RecursionLimit():
+        builder = graphdef._builder = _compile(graphdef.defn)
+    with _RecursionLimit():
+      root = builder(iter(leaves).__next__, nodes, current_trace())
+    if nodes_out is not None:
+      nodes_out.extend(nodes)
+    return root
   it = iter(leaves)
   trace = current_trace()
 
@@ -443,3 +453,92 @@ def unflatten(
 
 
 _DELETE = object()
+
+
+# --------------------------------------------------------------------------
+# Compiled builders: a GraphDef turned once into nested closures, so that
+# merge/unflatten is a tight loop (static attributes are set in one update).
+# --------------------------------------------------------------------------
+_new = object.__new__
+
+
+def _compile(defn):
+  tag = defn[0]
+  if tag == LEAF:
+
+    def leaf_builder(nxt, nodes, trace):
+      leaf = nxt()
+      return leaf._value if isinstance(leaf, Variable) else leaf
+
+    return leaf_builder
+  if tag == STATIC:
+    value = defn[1].value
+    return lambda nxt, nodes, trace: value
+  if tag == REF:
+    ref = defn[1]
+    return lambda nxt, nodes, trace: nodes[ref]
+  if tag == VAR:
+    return _compile_var(defn)
+  if tag == NODE:
+    return _compile_node(defn)
+  if tag == SEQ:
+    t, subs = defn[1], [_compile(s) for s in defn[2]]
+    if t is list:
+      return lambda nxt, nodes, trace: [g(nxt, nodes, trace) for g in subs]
+    if t is tuple:
+      return lambda nxt, nodes, trace: tuple([g(nxt, nodes, trace) for g in subs])
+    return lambda nxt, nodes, trace: t(*[g(nxt, nodes, trace) for g in subs])
+  if tag == MAP:
+    t, items = defn[1], [(k, _compile(s)) for k, s in defn[2]]
+    return lambda nxt, nodes, trace: t([(k, g(nxt, nodes, trace)) for k, g in items])
+  raise AssertionError(defn)
+
+
+def _compile_var(defn):
+  _, cls, i, mdef = defn
+  md0 = _metadata_from_def(mdef)
+
+  def var_builder(nxt, nodes, trace):
+    leaf = nxt()
+    v = _new(cls)
+    vd = v.__dict__
+    if isinstance(leaf, Variable):
+      vd["_value"] = leaf._value
+      vd["_metadata"] = dict(leaf._metadata)
+    else:
+      vd["_value"] = leaf
+      vd["_metadata"] = dict(md0) if md0 else {}
+    vd["_trace"] = trace
+    nodes[i] = v
+    return v
+
+  return var_builder
+
+
+def _compile_node(defn):
+  _, cls, i, attrs, meta = defn
+  impl = node_impl(cls)
+  if impl is _MODULE_IMPL_HOLDER[0]:
+    statics = {k: sub[1].value for k, sub in attrs if sub[0] == STATIC}
+    dyn = [(k, _compile(sub)) for k, sub in attrs if sub[0] != STATIC]
+
+    def module_builder(nxt, nodes, trace):
+      obj = _new(cls)
+      d = obj.__dict__
+      d["_nnx_trace"] = trace
+      nodes[i] = obj
+      d.update(statics)
+      for k, g in dyn:
+        d[k] = g(nxt, nodes, trace)
+      return obj
+
+    return module_builder
+  subs = [(k, _compile(sub)) for k, sub in attrs]
+
+  def node_builder(nxt, nodes, trace):
+    obj = impl.create(cls, meta, trace)
+    nodes[i] = obj
+    impl.set_children(obj, [(k, g(nxt, nodes, trace)) for k, g in subs])
+    return obj
+
+  return node_builder
