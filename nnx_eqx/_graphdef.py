@@ -156,3 +156,8 @@ class ApplyCaller:
     out = target(*args, **kwargs)
     graphdef, state = split(node)
     return out, (state, graphdef)
+
+
+# A GraphDef is a pytree without leaves (static), as in the seeds and flax.nnx, so it
+# can be passed to and returned from JAX transforms like a State.
+jax.tree_util.register_pytree_node(GraphDef, lambda g: ((), g), lambda g, _: g)
