@@ -52,3 +52,8 @@ class ShapeDtypeError(NnxError, ValueError):
 
 class ImmutableError(NnxError, AttributeError):
   """An attribute of an immutable object (e.g. a frozen ``nnx.Pytree``) was set."""
+
+
+class UnknownAttributeError(NnxError, AttributeError):
+  """``set_attributes`` (or ``train``/``eval`` overrides) named an attribute that
+  no selected module has."""

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from . import _graph, _node_types, _version
-from ._errors import NnxError
+from ._errors import NnxError, UnknownAttributeError
 from ._filters import Filter
 from ._graph import NodeImpl, is_node
 from ._state import State
@@ -223,7 +223,7 @@ class Module:
       **attributes: e.g. ``deterministic=True``.
 
     Raises:
-      NnxError: if ``raise_if_not_found`` and an attribute name is not an
+      UnknownAttributeError: if ``raise_if_not_found`` and an attribute name is not an
         attribute of any selected module (the name is given).
 
     Example:
@@ -246,7 +246,7 @@ class Module:
           found.add(k)
     missing = set(attributes) - found
     if raise_if_not_found and missing:
-      raise NnxError(
+      raise UnknownAttributeError(
         f"set_attributes: no module has the attribute(s) {sorted(missing)}."
         " Fix: check the spelling, or pass raise_if_not_found=False."
       )

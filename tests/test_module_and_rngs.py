@@ -69,7 +69,7 @@ def test_set_attributes_train_eval():
   assert m.deterministic and m.inner.use_running_average
   m.train()
   assert not m.deterministic and not m.inner.use_running_average
-  with pytest.raises(nnx.NnxError, match=r"no module has the attribute\(s\) \['detrministic'\]"):
+  with pytest.raises(nnx.UnknownAttributeError, match=r"no module has the attribute\(s\) \['detrministic'\]"):
     m.set_attributes(detrministic=True)
 
 
