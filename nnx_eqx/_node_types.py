@@ -13,7 +13,7 @@ from ._variables import Variable
 # Tags of the definition tuples that make up a GraphDef.
 NODE, VAR, REF, LEAF, STATIC, SEQ, MAP = range(7)
 _LEAF_DEF = (LEAF,)
-LEAF_TYPES: tuple[type, ...] = (jax.Array, np.ndarray)
+LEAF_TYPES: tuple[type, ...] = (jax.Array, np.ndarray, jax.ShapeDtypeStruct)
 
 
 def register_leaf_type(cls: type) -> None:

@@ -149,3 +149,14 @@ def test_donation_of_module_leaves():
   f = nnx.jit(lambda m, x: m(x), donate_argnums=0)
   f(m, jnp.ones(3))
   assert int(m.n.value) == 1
+
+
+def test_returned_grads_state_is_plain_output():
+  m = nnx.Linear(3, 2, rngs=nnx.Rngs(0))
+  x = jnp.ones((4, 3))
+  f = nnx.jit(lambda m, x: nnx.grad(lambda m: m(x).sum())(m))
+  lowered = f.lower(m, x)
+  assert len(jax.tree.leaves(lowered.out_info)) == 2  # the two grads, no params passed through
+  grads = f(m, x)
+  assert isinstance(grads.kernel, nnx.Param) and grads.kernel is not m.kernel
+  np.testing.assert_allclose(grads.bias.value, 4 * np.ones(2))

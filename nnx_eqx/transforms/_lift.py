@@ -155,11 +155,16 @@ def collect_updates(graphdef: GraphDef | None, in_leaves, nodes: tuple, objs: li
   :class:`Hole` placeholders.
   """
   flat, treedef = jax.tree_util.tree_flatten(out, is_leaf=_is_node_leaf)
+  w = _graph.walk_uncached(nodes) if graphdef is not None else None
   node_pos = [i for i, x in enumerate(flat) if _is_node_leaf(x)]
+  if node_pos:
+    # A Variable returned that the input graph does not hold (e.g. a grads
+    # State) is plain output data: only Modules and graph Variables keep identity.
+    known = {id(o) for o in w.nodes} if w is not None else set()
+    node_pos = [i for i in node_pos if not isinstance(flat[i], Variable) or id(flat[i]) in known]
   if not node_pos:
-    if graphdef is None:
+    if w is None:
       return out, Updates(None, (), [])
-    w = _graph.walk_uncached(nodes)
     if w.graphdef == graphdef:
       new = w.leaves()
       changed = tuple(i for i, (a, b) in enumerate(zip(in_leaves, new)) if a is not b)
@@ -174,11 +179,29 @@ def collect_updates(graphdef: GraphDef | None, in_leaves, nodes: tuple, objs: li
   return out, Updates((w.graphdef, in_index), tuple(range(len(w.slots))), w.leaves())
 
 
-def call_inner(fn: Callable, graphdef, split: ArgSplit, leaves, rest: tuple):
-  """Rebuilds nodes, calls ``fn`` and collects updates: ``(out, updates)``."""
+def call_inner(
+  fn: Callable,
+  graphdef,
+  split: ArgSplit,
+  leaves,
+  rest: tuple,
+  *,
+  before: Callable | None = None,
+  after: Callable | None = None,
+):
+  """Rebuilds nodes, calls ``fn`` and collects updates: ``(out, updates)``.
+
+  Optional hooks let a transform adjust the rebuilt graph: ``before(nodes)``
+  runs before ``fn`` (e.g. to drop a mapped axis from sharding metadata) and
+  ``out = after(nodes, out)`` runs after it, before updates are collected.
+  """
   nodes, objs = merge_inner(graphdef, leaves)
+  if before is not None:
+    before(nodes)
   args = join_args(split, rest, nodes)
   out = fn(*args)
+  if after is not None:
+    out = after(nodes, out)
   return collect_updates(graphdef, leaves, nodes, objs, out)
 
 

@@ -1,0 +1,47 @@
+"""Errors raised by the lifted transforms (vmap, scan, remat, control flow).
+
+Each derives from :class:`nnx.NnxError` and the builtin a user would expect.
+Messages name the argument or state path, what was expected and found, and
+the fix.
+"""
+
+from __future__ import annotations
+
+from .._errors import NnxError
+
+
+class AxisSpecError(NnxError, ValueError):
+  """``in_axes``/``out_axes`` do not fit the arguments or outputs (not a
+  prefix, ``Carry`` misplaced, a broadcast output, an axis for a non-array)."""
+
+
+class AxisRankError(NnxError, ValueError):
+  """An axis to map or scan over is not an axis of the array (axis >= rank)."""
+
+
+class AxisSizeError(NnxError, ValueError):
+  """Mapped arrays disagree on the size of the mapped axis."""
+
+
+class ScanLengthError(AxisSizeError):
+  """Scanned arrays disagree with each other or with ``length``, or no length
+  can be inferred."""
+
+
+class CarryMismatchError(NnxError, TypeError):
+  """A scan/loop carry changed its structure, shape or dtype across a step."""
+
+
+class BroadcastUpdateError(NnxError, ValueError):
+  """State that is broadcast (axis ``None``) was updated with a value that
+  depends on the mapped axis."""
+
+
+class LiftedStructureError(NnxError, ValueError):
+  """A transform body changed the graph structure where that cannot be
+  propagated (e.g. a ``cond`` branch adding an attribute)."""
+
+
+def fmt_path(path: tuple) -> str:
+  """``('a', 0, 'b')`` -> ``'a/0/b'`` (``'<root>'`` for the empty path)."""
+  return "/".join(map(str, path)) or "<root>"

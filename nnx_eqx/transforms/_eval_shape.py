@@ -1,0 +1,58 @@
+"""``nnx.eval_shape``: ``jax.eval_shape`` lifted over Modules (as flax.nnx)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+
+from .. import _graph
+from . import _lift
+from ._dispatch import join_rest, split_rest
+
+
+def eval_shape(f: Callable, *args: Any, **kwargs: Any) -> Any:
+  """Runs ``f`` abstractly: no computation, no allocation.
+
+  Modules returned by ``f`` come back with every array replaced by a
+  ``jax.ShapeDtypeStruct`` (shape, dtype and sharding), e.g. an abstract
+  model to restore a checkpoint into, or to derive shardings from before
+  any parameter exists. Module arguments are not modified.
+
+  Args:
+    f: the function; Module arguments may be concrete or abstract.
+    *args, **kwargs: its arguments.
+
+  Returns:
+    ``f``'s output with ``jax.ShapeDtypeStruct`` leaves (inside Modules too).
+
+  Raises:
+    Whatever ``f`` raises while tracing.
+
+  Example:
+    >>> import nnx_eqx as nnx
+    >>> abstract = nnx.eval_shape(lambda: nnx.Linear(1024, 1024, rngs=nnx.Rngs(0)))
+    >>> abstract.kernel.value
+    ShapeDtypeStruct(shape=(1024, 1024), dtype=float32)
+  """
+  split, w, leaves, rest = _lift.prepare((*args, kwargs))
+  dyn, spec = split_rest(rest)
+  graphdef = w.graphdef if w is not None else None
+
+  def call(*a):
+    return f(*a[:-1], **a[-1])
+
+  def pure(leaves, dyn):
+    return _lift.call_inner(call, graphdef, split, leaves, join_rest(spec, dyn))
+
+  out, updates = jax.eval_shape(pure, leaves, dyn)
+  if updates.structure is None:
+    return out
+  g2, _ = updates.structure
+  _, out_nodes = _graph.unflatten(g2, updates.values)
+  return jax.tree_util.tree_map(
+    lambda h: out_nodes[h.k] if isinstance(h, _lift.Hole) else h,
+    out,
+    is_leaf=lambda x: isinstance(x, _lift.Hole),
+  )

@@ -1,0 +1,192 @@
+"""``nnx.vmap``: ``jax.vmap`` lifted over Modules (as flax.nnx.vmap)."""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jax
+import numpy as np
+
+from .. import _graph
+from . import _lift
+from ._axes import arg_specs, check_no_carry, leaf_axes
+from ._dispatch import Dispatcher, Lifted, join_rest
+from ._errors import AxisSpecError, BroadcastUpdateError
+from ._leafaxes import GraphAxes, check_axes, describe_rest, describe_state
+
+_OUT_AXES_AT = re.compile(r"out_axes\[(\d+)\]")
+
+
+class VmapWrapped(Lifted):
+  """The callable returned by :func:`vmap`."""
+
+  name = "nnx.vmap"
+
+  def __init__(self, fn, in_axes, out_axes, axis_name, axis_size, spmd_axis_name, tm):
+    functools.update_wrapper(self, fn)
+    self.fn = fn
+    self.in_axes = tuple(in_axes) if isinstance(in_axes, list) else in_axes
+    self.out_axes = tuple(out_axes) if isinstance(out_axes, list) else out_axes
+    self.axis_name = axis_name
+    self.axis_size = axis_size
+    self.spmd_axis_name = spmd_axis_name
+    self.tm = dict(tm or {})
+    self._dispatch = Dispatcher(self._pure)
+
+  def _pure(self, key, leaves, dyn):
+    (graphdef, split), spec = key
+    rest = join_rest(spec, dyn)
+    node_specs, rest_specs = arg_specs(split, rest, self.in_axes, "in_axes")
+    check_no_carry([*node_specs, *rest_specs], "in_axes", self.name)
+    check_no_carry([self.out_axes], "out_axes", self.name)
+    state_axes: list = []
+    if graphdef is not None:
+      objs = _graph.walk_uncached(_graph.unflatten(graphdef, leaves)).leaf_objects()
+      state_axes = leaf_axes(split, node_specs, graphdef.paths, objs, "in_axes")
+      check_no_carry(state_axes, "in_axes", self.name)
+    rest_names = describe_rest(rest)
+    dyn_axes, dyn_names = [], []
+    for a, m, n in zip(rest_specs, spec.dynamic, rest_names):
+      if m:
+        dyn_axes.append(a)
+        dyn_names.append(n)
+      elif a is not None:
+        raise AxisSpecError(
+          f"{self.name}: in_axes maps axis {a} of {n}, which is not an array. Fix: pass an"
+          " array, or use None for Python values."
+        )
+    state_names = [describe_state(split, p) for p in graphdef.paths] if graphdef else []
+    check_axes(
+      [*leaves, *dyn],
+      [*state_axes, *dyn_axes],
+      [*state_names, *dyn_names],
+      self.name,
+      "in_axes",
+      self.axis_size,
+    )
+    ndims = [np.ndim(x) for x in leaves]
+    axes = GraphAxes(
+      split, graphdef, node_specs, state_axes, ndims, self.out_axes, self.tm, self.name
+    )
+    holder: list = []
+    box: dict = {}
+
+    def mapped(node_leaves, dyn_leaves):
+      rest_m = join_rest(spec, dyn_leaves)
+      out, upd = _lift.call_inner(
+        self.fn, graphdef, split, node_leaves, rest_m, before=axes.before, after=axes.after
+      )
+      out_leaves, out_tree = jax.tree_util.tree_flatten(out)
+      structural = upd.structure is not None
+      if structural:
+        upd_axes = list(axes.struct_axes)
+        check_no_carry(upd_axes, "out_axes", self.name)
+      else:
+        upd_axes = [state_axes[i] for i in upd.index]
+      holder[:] = [*axes.out_leaf_axes, *upd_axes]
+      box.update(out_tree=out_tree, n=len(out_leaves), upd=upd, structural=structural)
+      return [*out_leaves, *upd.values]
+
+    vmapped = jax.vmap(
+      mapped,
+      in_axes=(list(state_axes), dyn_axes),
+      out_axes=holder,
+      axis_name=self.axis_name,
+      axis_size=self.axis_size,
+      spmd_axis_name=self.spmd_axis_name,
+    )
+    try:
+      res = vmapped(list(leaves), list(dyn))
+    except ValueError as e:
+      raise self._broadcast_error(e, box, axes) from None
+    n, upd = box["n"], box["upd"]
+    out = jax.tree_util.tree_unflatten(box["out_tree"], res[:n])
+    return out, _lift.Updates(upd.structure, upd.index, res[n:])
+
+  def _broadcast_error(self, e: ValueError, box: dict, axes: GraphAxes) -> Exception:
+    m = _OUT_AXES_AT.search(str(e))
+    if m is None or "batched" not in str(e) or "upd" not in box:
+      return e
+    k = int(m.group(1)) - box["n"]
+    if k < 0:
+      what = f"output leaf {int(m.group(1))}"
+      fix = "give it an int out_axes"
+    else:
+      upd = box["upd"]
+      what = axes.state_name(box["structural"], upd.index[k] if not box["structural"] else k)
+      fix = "give that state an axis with nnx.StateAxes({...: 0}) or update it with a value"
+      fix += " that does not depend on the mapped axis"
+    return BroadcastUpdateError(
+      f"{self.name}: {what} has out axis None (broadcast), but its new value differs per"
+      f" mapped index. Fix: {fix}."
+    )
+
+
+def vmap(
+  f: Callable | None = None,
+  *,
+  in_axes: Any = 0,
+  out_axes: Any = 0,
+  axis_name: Any = None,
+  axis_size: int | None = None,
+  spmd_axis_name: Any = None,
+  transform_metadata: Mapping[str, Any] | None = None,
+):
+  """``jax.vmap`` lifted over Modules (as flax.nnx.vmap).
+
+  Module arguments are mapped over their state: an ``int`` in ``in_axes``
+  maps every leaf of the Module over that axis, ``None`` broadcasts it, and
+  ``nnx.StateAxes({filter: axis, ...})`` gives each part its own axis.
+  Updates made inside are written back (state keeps its input axis; a
+  broadcast leaf must get a value that is the same for every index), and
+  Modules created inside come out with their leaves stacked on the
+  ``out_axes`` axis — so ``nnx.vmap`` over a constructor builds a stack of
+  layers. Only leaves that changed are returned from the transform.
+
+  Rngs: a broadcast (unsplit) stream gives every index the same key and
+  advances by the number of draws of one index; split streams
+  (``nnx.split_rngs``) give each index its own key.
+
+  Args:
+    f: the function; may decorate methods.
+    in_axes: a pytree prefix of the positional arguments (ints, None,
+      StateAxes). Keyword arguments are bound to their positions first.
+    out_axes: a pytree prefix of the output (ints, None, StateAxes for
+      returned Modules).
+    axis_name, axis_size, spmd_axis_name: as ``jax.vmap``.
+    transform_metadata: e.g. ``{nnx.PARTITION_NAME: 'layers'}``: the stacked
+      axis is added to mapped Variables' ``sharding`` outside and removed inside.
+
+  Returns:
+    The vectorised function. Called outside any trace it compiles once per
+    graph structure and shapes (a second call does not retrace).
+
+  Raises:
+    AxisRankError: an axis is not below the rank of its array (path named).
+    AxisSizeError: mapped axes have different sizes.
+    AxisSpecError: ``in_axes``/``out_axes`` do not fit the arguments/outputs.
+    BroadcastUpdateError: broadcast state was set to a mapped value.
+    KeywordArgumentError: keyword-only arguments.
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> @nnx.split_rngs(splits=3)
+    ... @nnx.vmap(in_axes=0, out_axes=0)
+    ... def make(rngs):
+    ...   return nnx.Linear(2, 4, rngs=rngs)
+    >>> stack = make(nnx.Rngs(0))
+    >>> stack.kernel.value.shape
+    (3, 2, 4)
+    >>> nnx.vmap(lambda m, x: m(x), in_axes=(0, None))(stack, jnp.ones((5, 2))).shape
+    (3, 5, 4)
+  """
+
+  def wrap(fn: Callable) -> VmapWrapped:
+    return VmapWrapped(
+      fn, in_axes, out_axes, axis_name, axis_size, spmd_axis_name, transform_metadata
+    )
+
+  return wrap if f is None else wrap(f)
