@@ -1,0 +1,240 @@
+"""``Optimizer``: an optax optimizer whose state lives in the module graph (as flax.nnx 0.11+).
+
+The optax state is built from, and updated with, plain nested dicts of the
+selected parameters' values (the same structure ``State.to_pure_dict()``
+gives), so any optax transformation sees ordinary pytrees. Its array leaves
+are stored as ``OptState`` Variables inside the optax containers (tuples,
+named tuples, dicts), which the graph engine walks, so ``nnx.split``,
+``nnx.merge`` and ``nnx.jit`` carry the optimizer state like any other state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from . import _graph
+from ._errors import GraphStructureError, StateMismatchError
+from ._filters import Filter
+from ._module import Module
+from ._state import State
+from ._variables import Param, Variable
+
+
+class OptState(Variable):
+  """A Variable holding optimizer state (the step counter and optax state leaves).
+
+  Example:
+    >>> import jax, optax, nnx_eqx as nnx
+    >>> opt = nnx.Optimizer(nnx.Linear(2, 3, rngs=nnx.Rngs(0)), optax.adam(1e-3))
+    >>> len(jax.tree.leaves(nnx.state(opt, nnx.OptState)))  # step, count, mu and nu of 2 params
+    6
+  """
+
+
+class OptArray(OptState):
+  """An optax state leaf that does not correspond to a parameter (e.g. a count).
+
+  Example:
+    >>> import optax, nnx_eqx as nnx
+    >>> opt = nnx.Optimizer(nnx.Linear(2, 3, rngs=nnx.Rngs(0)), optax.adam(1e-3))
+    >>> type(opt.opt_state[0].count).__name__
+    'OptArray'
+  """
+
+
+class OptVariable(OptState):
+  """An optax state leaf shaped like a parameter (e.g. a moment); it carries a
+  copy of that parameter's metadata (e.g. ``sharding``).
+
+  Example:
+    >>> import optax, nnx_eqx as nnx
+    >>> model = nnx.Linear(2, 3, kernel_metadata={"sharding": (None, "model")}, rngs=nnx.Rngs(0))
+    >>> mu = nnx.Optimizer(model, optax.adam(1e-3)).opt_state[0].mu
+    >>> type(mu["kernel"]).__name__, mu["kernel"].sharding
+    ('OptVariable', (None, 'model'))
+  """
+
+
+def _is_var(x) -> bool:
+  return isinstance(x, Variable)
+
+
+def _nest(flat: Mapping[tuple, Any]) -> dict:
+  root: dict = {}
+  for path, value in flat.items():
+    d = root
+    for k in path[:-1]:
+      d = d.setdefault(k, {})
+    d[path[-1]] = value
+  return root
+
+
+def _get(tree: Mapping, path: tuple) -> Any:
+  for k in path:
+    tree = tree[k]
+  return tree
+
+
+def _dict_suffix(keypath) -> tuple:
+  """The trailing run of dict keys of a JAX key path, as a plain tuple."""
+  out: list = []
+  for k in reversed(keypath):
+    if not isinstance(k, jax.tree_util.DictKey):
+      break
+    out.append(k.key)
+  return tuple(reversed(out))
+
+
+def _to_opt_state(state: Any, params: Mapping[tuple, Variable]) -> Any:
+  """Wraps every array leaf of an optax state in an ``OptState`` Variable."""
+
+  def wrap(keypath, leaf):
+    suffix = _dict_suffix(keypath)
+    for i in range(len(suffix)):
+      p = params.get(suffix[i:])
+      if p is not None and jnp.shape(leaf) == p.shape:
+        return OptVariable(leaf, **p._metadata)
+    return OptArray(leaf)
+
+  return jax.tree_util.tree_map_with_path(wrap, state)
+
+
+def _flat_grads(grads: Any) -> dict:
+  if isinstance(grads, State):
+    return grads.flat_state()
+  if isinstance(grads, Mapping):
+    return State(grads).flat_state()
+  raise StateMismatchError(
+    f"Optimizer.update: grads must be a State (from nnx.grad) or a nested dict, got"
+    f" {type(grads).__name__}. Fix: pass the gradients returned by"
+    " `nnx.grad(loss_fn)(model)`."
+  )
+
+
+def _standard_promotion():
+  """optax relies on standard dtype promotion (e.g. ``decay ** count`` with an int
+  count); run it so even when a user enabled ``jax_numpy_dtype_promotion='strict'``."""
+  return jax.numpy_dtype_promotion("standard")
+
+
+def _fmt(p) -> str:
+  return "/".join(map(str, p))
+
+
+class Optimizer(Module):
+  """An optax optimizer for the ``wrt`` Variables of a model (as flax.nnx.Optimizer).
+
+  Args:
+    model: the model whose Variables are optimized.
+    tx: an optax ``GradientTransformation`` (or ``...ExtraArgs``).
+    wrt: filter selecting the optimized Variables (default ``nnx.Param``; flax.nnx
+      0.11+ requires it to be given); it should match the ``wrt`` given to ``nnx.grad``.
+
+  Attributes:
+    step: ``OptState`` Variable, number of updates applied (uint32).
+    opt_state: the optax state; its array leaves are ``OptState`` Variables.
+    tx: the transformation; wrt: the filter.
+
+  The optimizer is a Module, so it can be passed to ``nnx.jit`` next to the
+  model; the updates to both are written back. optax runs under standard dtype
+  promotion (it relies on it), even when ``jax_numpy_dtype_promotion`` is strict.
+
+  Raises:
+    GraphStructureError: if ``wrt`` selects raw arrays instead of Variables.
+
+  Example:
+    >>> import jax.numpy as jnp, optax, nnx_eqx as nnx
+    >>> model = nnx.Linear(2, 1, rngs=nnx.Rngs(0))
+    >>> opt = nnx.Optimizer(model, optax.adam(1e-2), wrt=nnx.Param)
+    >>> @nnx.jit
+    ... def step(model, opt, x, y):
+    ...   loss, grads = nnx.value_and_grad(lambda m: ((m(x) - y) ** 2).mean())(model)
+    ...   opt.update(model, grads)
+    ...   return loss
+    >>> x, y = jnp.ones((4, 2)), jnp.zeros((4, 1))
+    >>> losses = [float(step(model, opt, x, y)) for _ in range(3)]
+    >>> losses[2] < losses[0], int(opt.step.value)
+    (True, 3)
+  """
+
+  opt_state: Any
+
+  def __init__(self, model: Any, tx: optax.GradientTransformation, *, wrt: Filter = Param):
+    self.step = OptState(jnp.array(0, dtype=jnp.uint32))
+    self.tx = tx
+    self.wrt = wrt
+    flat = _graph.variables(model, wrt).flat_state()
+    raw = [p for p, v in flat.items() if not _is_var(v)]
+    if raw:
+      raise GraphStructureError(
+        f"Optimizer: wrt={wrt!r} selects raw arrays (not Variables) at"
+        f" {', '.join(_fmt(p) for p in raw[:8])}; they cannot be updated in place. Fix: store"
+        " them as nnx.Param (or another Variable), or narrow `wrt`."
+      )
+    params = _nest({p: v.value for p, v in flat.items()})
+    with _standard_promotion():
+      state = tx.init(params)
+    # Stored directly: a top-level dict must stay a plain dict (not an nnx.Dict) so that
+    # its leaves are read and written the same way as those of tuple states.
+    self.__dict__["opt_state"] = _to_opt_state(state, flat)
+
+  def update(self, model: Any, grads: Any, /, **kwargs: Any) -> Any:
+    """Applies one optax step to ``model``'s ``wrt`` Variables, in place.
+
+    Computes ``updates, opt_state = tx.update(grads, opt_state, params, **kwargs)``
+    and ``params = optax.apply_updates(params, updates)`` on plain nested dicts,
+    writes the new values into the model and the optimizer, and increments ``step``.
+
+    Args:
+      model: the model given at construction (or one of the same structure).
+      grads: a State (from ``nnx.grad``) or nested dict holding at least the
+        ``wrt`` paths of the model; other paths are ignored.
+      **kwargs: extra arguments of ``tx.update`` (e.g. ``value``, ``value_fn``
+        for ``GradientTransformationExtraArgs``); States are converted to dicts.
+
+    Returns:
+      The optax updates (a nested dict like the parameters).
+
+    Raises:
+      StateMismatchError: if ``grads`` lacks a path of the optimized Variables
+        (the paths are named), or is not a State or dict.
+
+    Example:
+      >>> import jax.numpy as jnp, optax, nnx_eqx as nnx
+      >>> model = nnx.Linear(2, 1, use_bias=False, rngs=nnx.Rngs(0))
+      >>> opt = nnx.Optimizer(model, optax.sgd(0.5))
+      >>> grads = nnx.grad(lambda m: m(jnp.ones((1, 2))).sum())(model)   # d/dkernel = 1
+      >>> before = model.kernel.value
+      >>> updates = opt.update(model, grads)
+      >>> (model.kernel.value - before).tolist(), int(opt.step.value)
+      ([[-0.5], [-0.5]], 1)
+    """
+    flat = _graph.variables(model, self.wrt).flat_state()
+    gflat = _flat_grads(grads)
+    missing = [p for p in flat if p not in gflat]
+    if missing:
+      shown = ", ".join(_fmt(p) for p in missing[:8])
+      raise StateMismatchError(
+        f"Optimizer.update: grads lack the paths {shown} of the optimized Variables"
+        f" (wrt={self.wrt!r}). Fix: compute the grads with the same filter, e.g."
+        " `nnx.grad(loss_fn, wrt=<the optimizer's wrt>)(model)`."
+      )
+    params = _nest({p: v.value for p, v in flat.items()})
+    g = _nest({p: gflat[p].value if _is_var(gflat[p]) else gflat[p] for p in flat})
+    opt_vars, opt_def = jax.tree.flatten(self.opt_state, is_leaf=_is_var)
+    opt_pure = jax.tree.unflatten(opt_def, [v.value for v in opt_vars])
+    extra = {k: v.to_pure_dict() if isinstance(v, State) else v for k, v in kwargs.items()}
+    with _standard_promotion():
+      updates, new_state = self.tx.update(g, opt_pure, params, **extra)
+      new_params = optax.apply_updates(params, updates)
+    for p, v in flat.items():
+      v.value = _get(new_params, p)
+    for v, new in zip(opt_vars, opt_def.flatten_up_to(new_state)):  # type: ignore[attr-defined]
+      v.value = new
+    self.step.value = self.step.value + 1
+    return updates

@@ -1,0 +1,256 @@
+"""``MultiHeadAttention`` with an autoregressive cache (as flax.nnx)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jaxtyping import Array, Float
+
+from .._module import Module
+from .._rngs import Rngs, RngStream
+from .._variables import Cache
+from . import initializers
+from ._common import (
+  CacheError,
+  Dtype,
+  Initializer,
+  LayerConfigError,
+  PrecisionLike,
+  check_features,
+  first_from,
+)
+from ._dot_product import combine_masks, dot_product_attention
+from ._linear import LinearGeneral
+from ._normalization import LayerNorm
+from ._stochastic import next_key, own_stream
+
+
+class MultiHeadAttention(Module):
+  """Multi-head dot-product attention (as flax.nnx.MultiHeadAttention).
+
+  Parameters, in flax's layout: ``query``/``key``/``value`` are
+  :class:`LinearGeneral` layers with kernels ``(in, heads, head_dim)`` and
+  biases ``(heads, head_dim)``; ``out`` has kernel ``(heads, head_dim, out)``.
+  With ``decode`` it keeps an autoregressive cache (``Cache`` Variables
+  ``cached_key``/``cached_value`` ``(*batch, max_length, heads, head_dim)`` and
+  ``cache_index``), created by :meth:`init_cache`, and takes one token per call.
+
+  Args:
+    num_heads: number of heads.
+    in_features: features of the query input.
+    qkv_features: total projected features (default ``in_features``), split
+      into ``num_heads`` heads of ``head_dim = qkv_features // num_heads``.
+    out_features: output features (default ``in_features``).
+    in_kv_features: features of the key/value inputs (default ``in_features``).
+    dtype, param_dtype, precision: as for :class:`Linear`.
+    broadcast_dropout: share the weights' dropout mask across batch axes.
+    dropout_rate: dropout on the attention weights.
+    deterministic: mode flag (switched by ``train()``/``eval()``); needed only
+      when ``dropout_rate > 0``.
+    kernel_init, bias_init: initializers of the projections
+      (``out_kernel_init``/``out_bias_init`` override them for ``out``).
+    use_bias: biases on the projections.
+    attention_fn: the attention function (default :func:`dot_product_attention`).
+    decode: default for autoregressive decoding (False; flax's None means the
+      same here).
+    normalize_qk: apply a ``LayerNorm`` (no bias) to queries and keys.
+    rngs: ``params`` for the initializers; a ``dropout`` stream is forked and
+      kept when ``dropout_rate > 0`` and ``keep_rngs``.
+
+  Raises:
+    LayerConfigError: if ``qkv_features`` is not divisible by ``num_heads``.
+    InputShapeError: if ``inputs_q`` does not end in ``in_features``.
+    CacheError: decoding before :meth:`init_cache`, or with more than one token.
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> mha = nnx.MultiHeadAttention(num_heads=2, in_features=8, rngs=nnx.Rngs(0))
+    >>> mha.query.kernel.value.shape, mha.out.kernel.value.shape
+    ((8, 2, 4), (2, 4, 8))
+    >>> mha(jnp.ones((3, 5, 8))).shape
+    (3, 5, 8)
+  """
+
+  def __init__(
+    self,
+    num_heads: int,
+    in_features: int,
+    qkv_features: int | None = None,
+    out_features: int | None = None,
+    in_kv_features: int | None = None,
+    *,
+    dtype: Dtype | None = None,
+    param_dtype: Dtype = jnp.float32,
+    broadcast_dropout: bool = True,
+    dropout_rate: float = 0.0,
+    deterministic: bool | None = None,
+    precision: PrecisionLike = None,
+    kernel_init: Initializer = initializers.default_kernel_init,
+    out_kernel_init: Initializer | None = None,
+    bias_init: Initializer = initializers.zeros,
+    out_bias_init: Initializer | None = None,
+    use_bias: bool = True,
+    attention_fn: Callable[..., Array] = dot_product_attention,
+    decode: bool | None = False,
+    normalize_qk: bool = False,
+    rngs: Rngs,
+    keep_rngs: bool = True,
+  ):
+    self.num_heads = num_heads
+    self.in_features = in_features
+    self.qkv_features = qkv_features if qkv_features is not None else in_features
+    self.out_features = out_features if out_features is not None else in_features
+    self.in_kv_features = in_kv_features if in_kv_features is not None else in_features
+    if self.qkv_features % num_heads:
+      raise LayerConfigError(
+        f"MultiHeadAttention: qkv_features={self.qkv_features} is not divisible by"
+        f" num_heads={num_heads}."
+      )
+    self.head_dim = self.qkv_features // num_heads
+    self.dtype = dtype
+    self.param_dtype = param_dtype
+    self.broadcast_dropout = broadcast_dropout
+    self.dropout_rate = dropout_rate
+    self.deterministic = deterministic
+    self.precision = precision
+    self.use_bias = use_bias
+    self.attention_fn = attention_fn
+    self.decode = decode
+    self.normalize_qk = normalize_qk
+    common = dict(
+      dtype=dtype,
+      param_dtype=param_dtype,
+      precision=precision,
+      use_bias=use_bias,
+      rngs=rngs,
+    )
+    heads = (num_heads, self.head_dim)
+    self.query = LinearGeneral(
+      in_features, heads, kernel_init=kernel_init, bias_init=bias_init, **common
+    )
+    kv = dict(kernel_init=kernel_init, bias_init=bias_init, **common)
+    self.key = LinearGeneral(self.in_kv_features, heads, **kv)
+    self.value = LinearGeneral(self.in_kv_features, heads, **kv)
+    self.query_ln: LayerNorm | None = None
+    self.key_ln: LayerNorm | None = None
+    if normalize_qk:
+      ln = dict(use_bias=False, dtype=dtype, param_dtype=param_dtype, rngs=rngs)
+      self.query_ln = LayerNorm(self.head_dim, **ln)
+      self.key_ln = LayerNorm(self.head_dim, **ln)
+    self.out = LinearGeneral(
+      heads,
+      self.out_features,
+      axis=(-2, -1),
+      kernel_init=out_kernel_init or kernel_init,
+      bias_init=out_bias_init or bias_init,
+      **common,
+    )
+    keep = keep_rngs and dropout_rate > 0
+    self.rngs = own_stream(rngs, "dropout", "MultiHeadAttention") if keep else None
+    self.cached_key: Cache | None = None
+    self.cached_value: Cache | None = None
+    self.cache_index: Cache | None = None
+
+  def __call__(
+    self,
+    inputs_q: Float[Array, "*batch q in"],
+    inputs_k: Float[Array, "*batch kv in_kv"] | None = None,
+    inputs_v: Float[Array, "*batch kv in_kv"] | None = None,
+    *,
+    mask: Array | None = None,
+    deterministic: bool | None = None,
+    rngs: Rngs | RngStream | jax.Array | None = None,
+    sow_weights: bool = False,
+    decode: bool | None = None,
+  ) -> Float[Array, "*batch q out"]:
+    """Attends from ``inputs_q`` to ``inputs_k``/``inputs_v`` (default: self-attention).
+
+    ``mask`` broadcasts to ``(*batch, heads, q_length, kv_length)``; False entries
+    are masked out. Call arguments take precedence over the module's flags.
+    """
+    with jax.named_scope(type(self).__name__):
+      name = type(self).__name__
+      if inputs_k is None:
+        if inputs_v is not None:
+          raise LayerConfigError(
+            f"{name}: inputs_v given without inputs_k. Fix: pass inputs_k (inputs_v defaults"
+            " to it)."
+          )
+        inputs_k = inputs_q
+      if inputs_v is None:
+        inputs_v = inputs_k
+      check_features(name, inputs_q, -1, self.in_features, arg="inputs_q")
+      query = self.query(inputs_q)
+      key = self.key(inputs_k)
+      value = self.value(inputs_v)
+      if self.query_ln is not None and self.key_ln is not None:
+        query = self.query_ln(query)
+        key = self.key_ln(key)
+      if decode if decode is not None else self.decode:
+        key, value, mask = self._decode_step(key, value, mask)
+      dropout_rng = None
+      det = True
+      if self.dropout_rate > 0.0:
+        det = first_from(deterministic, self.deterministic, flag="deterministic", layer=name)
+        if not det:
+          dropout_rng = next_key(rngs, self.rngs, "dropout", name)
+      x = self.attention_fn(
+        query,
+        key,
+        value,
+        mask=mask,
+        dropout_rng=dropout_rng,
+        dropout_rate=self.dropout_rate,
+        broadcast_dropout=self.broadcast_dropout,
+        deterministic=det,
+        dtype=self.dtype,
+        precision=self.precision,
+        module=self if sow_weights else None,
+      )
+      return self.out(x)
+
+  def _decode_step(self, key, value, mask):
+    if self.cached_key is None or self.cached_value is None or self.cache_index is None:
+      raise CacheError(
+        "MultiHeadAttention: decode=True but the cache is not initialized. Fix: call"
+        " `mha.init_cache((*batch, max_length, in_features))` first."
+      )
+    *batch, max_length, heads, depth = self.cached_key.value.shape
+    expected = (*batch, 1, heads, depth)
+    if key.shape != expected:
+      raise CacheError(
+        f"MultiHeadAttention: in decode mode the projected key must have shape {expected}"
+        f" (one token), got {key.shape}. Fix: pass one token per call, with the batch"
+        " shape given to init_cache."
+      )
+    cur = self.cache_index.value
+    zero = jnp.zeros((), cur.dtype)
+    idx = (zero,) * len(batch) + (cur, zero, zero)
+    key = lax.dynamic_update_slice(self.cached_key.value, key.astype(self.cached_key.dtype), idx)
+    value = lax.dynamic_update_slice(
+      self.cached_value.value, value.astype(self.cached_value.dtype), idx
+    )
+    self.cached_key.value = key
+    self.cached_value.value = value
+    self.cache_index.value = cur + 1
+    visible = jnp.broadcast_to(jnp.arange(max_length) <= cur, (*batch, 1, 1, max_length))
+    return key, value, combine_masks(mask, visible)
+
+  def init_cache(self, input_shape: tuple[int, ...], dtype: Dtype = jnp.float32) -> None:
+    """Creates zeroed ``Cache`` Variables for decoding inputs of shape
+    ``(*batch, max_length, in_features)``.
+
+    Example:
+      >>> import jax.numpy as jnp, nnx_eqx as nnx
+      >>> mha = nnx.MultiHeadAttention(2, 4, decode=True, rngs=nnx.Rngs(0))
+      >>> mha.init_cache((1, 6, 4))
+      >>> mha(jnp.ones((1, 1, 4))).shape, int(mha.cache_index.value)
+      ((1, 1, 4), 1)
+    """
+    shape = (*input_shape[:-1], self.num_heads, self.head_dim)
+    self.cached_key = Cache(jnp.zeros(shape, dtype))
+    self.cached_value = Cache(jnp.zeros(shape, dtype))
+    self.cache_index = Cache(jnp.array(0, dtype=jnp.int32))

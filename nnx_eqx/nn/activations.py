@@ -1,0 +1,72 @@
+"""Activation functions under flax.nnx's names (``jax.nn`` re-exported) and ``PReLU``.
+
+Example:
+  >>> import jax.numpy as jnp, nnx_eqx as nnx
+  >>> nnx.relu(jnp.array([-1.0, 2.0])).tolist(), nnx.one_hot(jnp.array([1]), 3).tolist()
+  ([0.0, 2.0], [[0.0, 1.0, 0.0]])
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax.nn import celu as celu
+from jax.nn import elu as elu
+from jax.nn import gelu as gelu
+from jax.nn import glu as glu
+from jax.nn import hard_sigmoid as hard_sigmoid
+from jax.nn import hard_silu as hard_silu
+from jax.nn import hard_swish as hard_swish
+from jax.nn import hard_tanh as hard_tanh
+from jax.nn import identity as identity
+from jax.nn import leaky_relu as leaky_relu
+from jax.nn import log_sigmoid as log_sigmoid
+from jax.nn import log_softmax as log_softmax
+from jax.nn import logsumexp as logsumexp
+from jax.nn import one_hot as one_hot
+from jax.nn import relu as relu
+from jax.nn import relu6 as relu6
+from jax.nn import selu as selu
+from jax.nn import sigmoid as sigmoid
+from jax.nn import silu as silu
+from jax.nn import soft_sign as soft_sign
+from jax.nn import softmax as softmax
+from jax.nn import softplus as softplus
+from jax.nn import standardize as standardize
+from jax.nn import swish as swish
+from jax.numpy import tanh as tanh
+from jaxtyping import Array, Float
+
+from .._module import Module
+from .._variables import Param
+from ._common import Dtype
+
+
+class PReLU(Module):
+  """Parametric ReLU (He et al., 2015): ``x if x >= 0 else negative_slope * x``
+  with a learned scalar ``negative_slope`` (as flax.nnx.PReLU).
+
+  Args:
+    negative_slope_init: initial slope (default 0.01).
+    param_dtype: dtype of the slope Param.
+    dtype: computation dtype (default: that of the input).
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> nnx.PReLU(0.1)(jnp.array([-2.0, 3.0])).tolist()
+    [-0.2..., 3.0]
+  """
+
+  def __init__(
+    self, negative_slope_init: float = 0.01, *, dtype: Dtype | None = None, param_dtype=jnp.float32
+  ):
+    self.negative_slope = Param(jnp.asarray(negative_slope_init, dtype=param_dtype))
+    self.dtype = dtype
+    self.param_dtype = param_dtype
+
+  def __call__(self, x: Float[Array, "*shape"]) -> Float[Array, "*shape"]:
+    with jax.named_scope(type(self).__name__):
+      dtype = self.dtype if self.dtype is not None else x.dtype
+      x = jnp.asarray(x, dtype)
+      slope = jnp.asarray(self.negative_slope.value, dtype)
+      return jnp.where(x >= 0, x, slope * x)
