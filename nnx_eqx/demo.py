@@ -232,6 +232,12 @@ def make_parser() -> argparse.ArgumentParser:
   p.add_argument(
     "--checkpoint", metavar="DIR", help="save the trained model here (orbax; overwrites DIR)"
   )
+  p.add_argument(
+    "--from-eqx",
+    action="store_true",
+    help="build the CNN in Equinox, convert it (nnx.from_eqx), train it with nnx.jit, convert"
+    " it back (nnx.to_eqx) and evaluate it with eqx.filter_jit too",
+  )
   p.add_argument("--no-progress", action="store_true", help="no progress bar")
   return p
 
@@ -241,7 +247,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
   args = make_parser().parse_args(argv)
   start = time.perf_counter()
   data = load_data(args.seed)
-  model = build_model(args.seed)
+  if args.from_eqx:
+    from .bridge import _demo as bridged
+
+    model = bridged.to_nnx(bridged.build_eqx_cnn(jax.random.key(args.seed)))
+    print("model: an Equinox CNN converted with nnx.from_eqx")
+  else:
+    model = build_model(args.seed)
   print(
     f"digits: {len(data.x_train)} train / {len(data.x_test)} test images; devices: {jax.devices()}"
   )
@@ -264,6 +276,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     "lr": args.lr,
     "wall_seconds": time.perf_counter() - start,
   }
+  if args.from_eqx:
+    eqx_model = bridged.to_eqx(model)
+    summary["eqx_test_accuracy"] = bridged.eqx_accuracy(eqx_model, data.x_test, data.y_test)
+    print(
+      f"converted back with nnx.to_eqx: eqx.filter_jit test accuracy"
+      f" {summary['eqx_test_accuracy']:.4f} (nnx_eqx: {test_acc:.4f})"
+    )
   print(f"final test accuracy {test_acc:.4f} ({summary['wall_seconds']:.1f}s wall time)")
   if args.output:
     save_outputs(args.output, history, summary)

@@ -54,3 +54,10 @@ def test_parser_defaults_and_flags():
   assert args.output is None and args.checkpoint is None and not args.no_progress
   args = demo.make_parser().parse_args(["--epochs", "3", "--batch-size", "64", "--lr", "0.01"])
   assert (args.epochs, args.batch_size, args.lr) == (3, 64, 0.01)
+
+
+def test_main_from_eqx_accuracies_agree(capsys):
+  summary = demo.main(["--from-eqx", "--epochs", "1", "--batch-size", "16", "--no-progress"])
+  assert summary["test_accuracy"] > 0.5
+  assert abs(summary["eqx_test_accuracy"] - summary["test_accuracy"]) < 1e-6
+  assert "eqx.filter_jit test accuracy" in capsys.readouterr().out
