@@ -19,4 +19,8 @@ from ._graphs import sharing_classes as sharing_classes
 # --- end graph strategies ---
 
 # --- equinox strategies (random Equinox models) ---
+from ._eqx import EQX_ARCHITECTURES as EQX_ARCHITECTURES
+from ._eqx import EqxCase as EqxCase
+from ._eqx import eqx_inputs as eqx_inputs
+from ._eqx import eqx_models as eqx_models
 # --- end equinox strategies ---

@@ -1,0 +1,116 @@
+"""Cost of the Equinox bridge: conversion time vs model size, and eqx.filter_jit
+per-call overhead on an nnx_eqx module vs on the equivalent Equinox model.
+
+Side by side in one process (interleaved rounds, medians):
+
+* conversion: ``nnx.from_eqx`` and ``nnx.to_eqx`` of models with 10 to 10,000
+  Variables (an ``eqx.nn.Sequential`` of ``Linear(4, 4)`` layers, and a user
+  ``eqx.Module`` holding them, converted generically), next to a plain
+  ``jax.tree.map`` copy of the same Equinox model; the per-Variable time shows
+  whether conversion grows linearly;
+* ``eqx.filter_jit``: the same jitted forward pass called on an Equinox MLP and
+  on its NNX conversion (target: ratio <= 1.0).
+
+    python benchmarks/bridge.py            # full run
+    python benchmarks/bridge.py --quick    # fewer repeats, smaller sizes
+
+``main`` returns ``{"conversion": rows, "filter_jit": rows}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+import nnx_eqx as nnx
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from _common import interleaved, print_table  # noqa: E402
+
+
+class Stack(eqx.Module):
+  """A user module (converted generically) holding a tuple of layers."""
+
+  layers: tuple
+
+  def __call__(self, x):
+    for layer in self.layers:
+      x = layer(x)
+    return x
+
+
+def eqx_model(n_vars: int, generic: bool) -> eqx.Module:
+  keys = jax.random.split(jax.random.key(0), max(1, n_vars // 2))
+  layers = tuple(eqx.nn.Linear(4, 4, key=k) for k in keys)
+  return Stack(layers) if generic else eqx.nn.Sequential(list(layers))
+
+
+def _none(_: object) -> None:
+  return None
+
+
+def conversion_rows(sizes, n, rounds) -> list[dict]:
+  rows = []
+  for size in sizes:
+    for generic in (False, True):
+      e = eqx_model(size, generic)
+      m = nnx.from_eqx(e)
+      n_vars = len(jax.tree.leaves(nnx.state(m)))
+      label = "user Module" if generic else "eqx.nn.Sequential"
+      case = f"{n_vars} Variables ({label})"
+      # Each function returns None: the timer blocks on what a function returns,
+      # and flattening a 10k-Variable result would be timed with the conversion.
+      times = interleaved(
+        {
+          "jax.tree.map copy": lambda e=e: _none(jax.tree.map(lambda x: x, e)),
+          "nnx.from_eqx": lambda e=e: _none(nnx.from_eqx(e)),
+          "nnx.to_eqx": lambda m=m: _none(nnx.to_eqx(m)),
+        },
+        n=max(1, n // max(1, size // 10)),
+        rounds=rounds,
+        warmup=2,
+      )
+      for impl, t in times.items():
+        rows.append({"case": case, "impl": impl, "us": t * 1e6, "us_per_var": t * 1e6 / n_vars})
+  return rows
+
+
+def filter_jit_rows(n, rounds) -> list[dict]:
+  e = eqx.nn.MLP(64, 64, 64, 4, key=jax.random.key(0))
+  m = nnx.from_eqx(e)
+  x = jnp.ones((32, 64))
+  fwd = eqx.filter_jit(lambda model, x: jax.vmap(model)(x))
+  times = interleaved(
+    {"equinox model": lambda: fwd(e, x), "nnx_eqx module": lambda: fwd(m, x)}, n=n, rounds=rounds
+  )
+  case = "eqx.filter_jit MLP 4x64, batch 32"
+  return [
+    {"case": case, "impl": "equinox model", "us": times["equinox model"] * 1e6, "baseline": True},
+    {"case": case, "impl": "nnx_eqx module", "us": times["nnx_eqx module"] * 1e6},
+  ]
+
+
+def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
+  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  p.add_argument("--quick", action="store_true", help="fewer repeats, smaller sizes")
+  args = p.parse_args(argv)
+  sizes = (10, 100, 1000) if args.quick else (10, 100, 1000, 10000)
+  n, rounds = (20, 3) if args.quick else (100, 7)
+  conv = conversion_rows(sizes, n, rounds)
+  print_table("Conversion time vs model size (ratios vs a jax.tree.map copy)", conv)
+  print("\n  per Variable (flat across sizes = linear growth):")
+  for r in conv:
+    if r["impl"] != "jax.tree.map copy":
+      print(f"  {r['case']:>38} | {r['impl']:<14} {r['us_per_var']:8.2f} us/Variable")
+  fj = filter_jit_rows(n * 10, rounds)
+  print_table("eqx.filter_jit per-call time (target: nnx_eqx <= 1.0x the Equinox model)", fj)
+  return {"conversion": conv, "filter_jit": fj}
+
+
+if __name__ == "__main__":
+  main()

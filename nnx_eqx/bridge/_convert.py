@@ -1,0 +1,179 @@
+"""The public conversions: ``nnx.from_eqx``, ``nnx.to_eqx``, ``nnx.to_eqx_with_state``."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+from collections.abc import Iterator
+from typing import Any
+
+import equinox as eqx
+
+from .._containers import Dict, List
+from .._graph import is_graph_node
+from ._context import FromEqxContext
+from ._errors import StatefulModuleError, UnconvertibleFieldError
+from ._shared import tie_root
+from ._state import finalize, fmt_path
+from ._to_eqx import ToEqxContext
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+  """Pauses Python's cyclic garbage collector while a conversion allocates many
+  objects (its passes over live objects would make large conversions superlinear)."""
+  was_enabled = gc.isenabled()
+  gc.disable()
+  try:
+    yield
+  finally:
+    if was_enabled:
+      gc.enable()
+
+
+def from_eqx(eqx_module: Any, state: Any = None) -> Any:
+  """Converts an Equinox module into an NNX module computing the same function.
+
+  Registered layers (``eqx.nn.Linear``, ``Conv1d/2d/3d``, ``Embedding``,
+  ``LayerNorm``, ``RMSNorm``, ``BatchNorm``, ``Dropout``, ``MultiheadAttention``,
+  ``GRUCell``, ``LSTMCell``, ``MLP``, ``Sequential``, ``Lambda``, ``Identity``,
+  pooling, ``Shared``) become NNX modules that keep Equinox's calling convention
+  (e.g. unbatched, channels-first inputs) and equations; ``eqx.nn.Linear``
+  becomes ``nnx.Linear`` (``kernel = weight.T``). Any other ``eqx.Module``
+  becomes an :class:`nnx.bridge.EqxModule` with the same fields and methods.
+  Inexact arrays become ``Param``, other arrays ``Variable``; values held in
+  ``eqx.nn.State`` become ``BatchStat`` (BatchNorm) or
+  :class:`nnx.bridge.EqxState` Variables; nodes tied by ``eqx.nn.Shared`` become
+  one shared Variable. ``nnx.to_eqx`` (or ``to_eqx_with_state``) inverts it
+  exactly.
+
+  Args:
+    eqx_module: an ``eqx.Module`` (or a list/tuple/dict of them; a root list or
+      dict becomes ``nnx.List``/``nnx.Dict``).
+    state: the ``eqx.nn.State`` of a stateful model (as returned by
+      ``eqx.nn.make_with_state``); without it, each ``StateIndex`` must still
+      hold its initial value.
+
+  Returns:
+    The NNX module (new objects; the Equinox module is untouched).
+
+  Raises:
+    UnconvertibleFieldError: a field holds arrays inside something other than
+      an ``eqx.Module``, tuple, list or dict (its path is named).
+    MissingStateError: a ``StateIndex`` has no value in ``state`` (or no state
+      was given and its initial value was deleted).
+    SharedConversionError: an ``eqx.nn.Shared`` whose ``get``/``where`` compute
+      new arrays instead of selecting nodes.
+
+  Example:
+    >>> import equinox as eqx, jax, jax.numpy as jnp, nnx_eqx as nnx
+    >>> e = eqx.nn.Linear(3, 2, key=jax.random.key(0))
+    >>> m = nnx.from_eqx(e)
+    >>> type(m).__name__, m.kernel.value.shape
+    ('Linear', (3, 2))
+    >>> bool(jnp.allclose(m(jnp.ones(3)), e(jnp.ones(3)), atol=1e-6))
+    True
+  """
+  if not isinstance(eqx_module, (eqx.Module, list, tuple, dict)):
+    raise UnconvertibleFieldError(
+      f"nnx.from_eqx expects an eqx.Module, got {type(eqx_module).__name__}. Fix: pass"
+      " the Equinox model (and its eqx.nn.State as `state=`)."
+    )
+  with _gc_paused():
+    out = FromEqxContext(state).convert(eqx_module, ())
+  if type(out) is list:  # a root list/dict of modules: the NNX containers
+    return List(out)
+  if type(out) is dict:
+    return Dict(out)
+  return out
+
+
+def to_eqx_parts(module: Any) -> tuple[Any, Any, list, ToEqxContext]:
+  """``(eqx_model, state or None, links, ctx)`` for an NNX module (see to_eqx)."""
+  if not is_graph_node(module):
+    raise UnconvertibleFieldError(
+      f"nnx.to_eqx expects an nnx.Module, got {type(module).__name__}. Fix: pass the"
+      " NNX model (a Module, or an nnx.List/nnx.Dict of them)."
+    )
+  ctx = ToEqxContext()
+  with _gc_paused():
+    tree = ctx.convert(module, ())
+    ctx.check_layouts()
+    tree = tie_root(tree, ctx, module)
+    model, state, links = finalize(tree, ctx.links)
+  return model, state, links, ctx
+
+
+def to_eqx(module: Any) -> Any:
+  """Converts an NNX module into an ``eqx.Module`` computing the same function.
+
+  Registered NNX modules become their Equinox layers (``nnx.Linear`` ->
+  ``eqx.nn.Linear``, the ``nnx.bridge`` layers -> theirs); any other module
+  becomes an :class:`nnx.bridge.NnxModule` with one field per attribute and the
+  same methods. Variables or Modules reachable from several paths are tied
+  with ``eqx.nn.Shared`` (the root is then a :class:`nnx.bridge.SharedRoot`).
+  ``nnx.from_eqx`` inverts it exactly.
+
+  Args:
+    module: an NNX module without non-Param state.
+
+  Returns:
+    The Equinox module (arrays are shared with ``module``, not copied).
+
+  Raises:
+    StatefulModuleError: the module has non-Param Variables (BatchStat, Cache,
+      counters, Rngs); use :func:`to_eqx_with_state`. The paths are named.
+    CycleError: the graph has a reference cycle (both paths are named).
+    SharedConversionError: a shared Variable is stored in different layouts by
+      the layers using it.
+    UnconvertibleFieldError: ``module`` is not an NNX module, or a module
+      converted from Equinox gained attributes its class has no field for.
+
+  Example:
+    >>> import equinox as eqx, jax.numpy as jnp, nnx_eqx as nnx
+    >>> e = nnx.to_eqx(nnx.Linear(3, 2, rngs=nnx.Rngs(0)))
+    >>> type(e) is eqx.nn.Linear, e.weight.shape
+    (True, (2, 3))
+  """
+  model, state, _, ctx = to_eqx_parts(module)
+  if state is not None:
+    paths = ", ".join(fmt_path(p) for p in ctx.state_paths[:6])
+    raise StatefulModuleError(
+      f"nnx.to_eqx: the module has state that Equinox keeps in an eqx.nn.State (at"
+      f" {paths}). Fix: use `eqx_model, state = nnx.to_eqx_with_state(module)` and"
+      " call the Equinox model as `out, state = eqx_model(x, state)`."
+    )
+  return model
+
+
+def to_eqx_with_state(module: Any) -> tuple[Any, eqx.nn.State]:
+  """Converts an NNX module with state into ``(eqx_model, eqx.nn.State)``.
+
+  The pair is what ``eqx.nn.make_with_state`` returns: non-Param Variables
+  become ``eqx.nn.StateIndex`` fields with markers ``<RootClass><keypath>`` and
+  initial values deleted, and their values are in the State. Stateless modules
+  give an empty State.
+
+  Args:
+    module: an NNX module.
+
+  Returns:
+    ``(eqx_model, state)``.
+
+  Raises:
+    CycleError, SharedConversionError, UnconvertibleFieldError: as :func:`to_eqx`.
+
+  Example:
+    >>> import equinox as eqx, jax.numpy as jnp, nnx_eqx as nnx
+    >>> model, state = eqx.nn.make_with_state(eqx.nn.BatchNorm)(3, "batch", mode="batch")
+    >>> m = nnx.from_eqx(model, state)
+    >>> sorted(nnx.state(m, nnx.BatchStat))
+    ['counter', 'mean', 'var']
+    >>> model2, state2 = nnx.to_eqx_with_state(m)
+    >>> bool(eqx.tree_equal((model, state), (model2, state2)))
+    True
+  """
+  model, state, _, _ = to_eqx_parts(module)
+  if state is None:
+    state = eqx.nn.State(model)
+  return model, state

@@ -1,0 +1,447 @@
+"""Built-in converter pairs for ``eqx.nn`` layers (registered at import).
+
+Each pair reads arrays through the context with a named :class:`Layout`
+(e.g. ``Layout("T")`` for ``weight.T``): layouts compare equal by name, which
+is how a weight tied by ``eqx.nn.Shared`` is recognised as one Variable.
+A converter returns ``NotImplemented`` for instances it cannot map exactly
+(e.g. ``MLP(scan=True)``); those convert generically.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import equinox as eqx
+import jax.tree_util as jtu
+import numpy as np
+
+from .._rngs import Rngs
+from .._variables import BatchStat, Param
+from ..nn import Linear as NnxLinear
+from . import _attention, _layers, _norms, _recurrent
+from ._context import FromEqxContext, build_eqx, impl_of, is_array
+from ._registry import register
+from ._to_eqx import ToEqxContext
+
+enn = eqx.nn
+
+
+class Layout:
+  """A named, hashable array layout change, e.g. ``Layout("T")`` (transpose).
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> nnx.bridge.Layout("T")(jnp.ones((2, 3))).shape
+    (3, 2)
+  """
+
+  __slots__ = ("name", "args")
+
+  def __init__(self, name: str, *args: Any):
+    self.name, self.args = name, args
+
+  def __call__(self, x: Any) -> Any:
+    return _LAYOUTS[self.name](x, *self.args)
+
+  def __eq__(self, other):
+    return isinstance(other, Layout) and (self.name, self.args) == (other.name, other.args)
+
+  def __hash__(self):
+    return hash((self.name, self.args))
+
+  def __repr__(self):
+    return f"Layout({self.name!r}{''.join(f', {a!r}' for a in self.args)})"
+
+
+_LAYOUTS: dict[str, Callable[..., Any]] = {
+  "T": lambda x: x.T,
+  "flat": lambda x: x.reshape(-1),
+  "heads_in": lambda x, h: x.T.reshape(x.shape[1], h, -1),
+  "heads_in_eqx": lambda x: x.reshape(x.shape[0], -1).T,
+  "heads_bias": lambda x, h: x.reshape(h, -1),
+  "heads_out": lambda x, h: x.T.reshape(h, -1, x.shape[0]),
+  "heads_out_eqx": lambda x: x.reshape(-1, x.shape[-1]).T,
+}
+T = Layout("T")
+
+
+def _new(cls: type, **attrs: Any) -> Any:
+  obj = cls()
+  for k, v in attrs.items():
+    setattr(obj, k, v)
+  return obj
+
+
+def _statics(obj: Any, names: tuple) -> dict:
+  return {n: getattr(obj, n) for n in names}
+
+
+def _attrs(m: Any) -> dict:
+  return dict(impl_of(type(m)).children(m))
+
+
+def _plain_params(*vars_: Any) -> bool:
+  return all(v is None or (type(v) is Param and not v.metadata) for v in vars_)
+
+
+# -- Linear -----------------------------------------------------------------
+_LINEAR_STATICS = ("in_features", "out_features", "use_bias")
+
+
+@functools.cache
+def _nnx_linear_defaults() -> dict:
+  t = NnxLinear(1, 1, rngs=Rngs(0))
+  return {k: v for k, v in _attrs(t).items() if k not in ("kernel", "bias")}
+
+
+def _param_dtype(dtype: Any) -> Any:
+  """``nnx.Linear``'s ``param_dtype`` for a weight dtype: its default object if equal."""
+  default = _nnx_linear_defaults()["param_dtype"]
+  return default if np.dtype(default) == dtype else dtype
+
+
+def linear_to_nnx(e: enn.Linear, ctx: FromEqxContext) -> Any:
+  if not is_array(e.weight) or e.weight.ndim != 2:
+    return NotImplemented  # e.g. a vmapped stack of layers: generic conversion
+  statics = _statics(e, _LINEAR_STATICS)
+  if "scalar" in (e.in_features, e.out_features) or ctx.keep_layout("weight"):
+    w, b = ctx.variable("weight", type=Param), ctx.variable("bias", type=Param)
+    return _new(_layers.Linear, weight=w, bias=b, **statics)
+  m = NnxLinear.__new__(NnxLinear)
+  param_dtype = _param_dtype(e.weight.dtype)
+  for k, v in {**_nnx_linear_defaults(), **statics, "param_dtype": param_dtype}.items():
+    setattr(m, k, v)
+  m.kernel = ctx.variable("weight", type=Param, fn=T)
+  m.bias = ctx.variable("bias", type=Param)
+  return m
+
+
+def nnx_linear_to_eqx(m: Any, ctx: ToEqxContext) -> Any:
+  attrs = _attrs(m)
+  defaults = _nnx_linear_defaults()
+  same = set(attrs) == {*defaults, "kernel", "bias"} and all(
+    attrs[k] == v for k, v in defaults.items() if k not in (*_LINEAR_STATICS, "param_dtype")
+  )
+  kernel = attrs.get("kernel")
+  if kernel is None or not same or not _plain_params(kernel, attrs["bias"]) or kernel.ndim != 2:
+    return NotImplemented
+  pd, expected = attrs["param_dtype"], _param_dtype(kernel.dtype)
+  if (
+    type(pd) is not type(expected) or pd != expected or (attrs["bias"] is None) == attrs["use_bias"]
+  ):
+    return NotImplemented  # from_eqx could not rebuild these attributes exactly
+  w, b = ctx.leaf("kernel", fn=T), ctx.leaf("bias")
+  return build_eqx(enn.Linear, weight=w, bias=b, **_statics(m, _LINEAR_STATICS))
+
+
+def bridge_linear_to_eqx(m: _layers.Linear, ctx: ToEqxContext) -> Any:
+  w, b = ctx.leaf("weight"), ctx.leaf("bias")
+  return build_eqx(enn.Linear, weight=w, bias=b, **_statics(m, _LINEAR_STATICS))
+
+
+# -- Conv -------------------------------------------------------------------
+_CONV_STATICS = (
+  "num_spatial_dims",
+  "in_channels",
+  "out_channels",
+  "kernel_size",
+  "stride",
+  "padding",
+  "dilation",
+  "groups",
+  "use_bias",
+  "padding_mode",
+)
+_CONV_TYPES = {1: enn.Conv1d, 2: enn.Conv2d, 3: enn.Conv3d}
+
+
+def conv_to_nnx(e: enn.Conv, ctx: FromEqxContext) -> Any:
+  if not is_array(e.weight) or e.weight.ndim != e.num_spatial_dims + 2:
+    return NotImplemented
+  w, b = ctx.variable("weight", type=Param), ctx.variable("bias", type=Param)
+  return _new(_layers.Conv, weight=w, bias=b, **_statics(e, _CONV_STATICS))
+
+
+def conv_to_eqx(m: _layers.Conv, ctx: ToEqxContext) -> Any:
+  w, b = ctx.leaf("weight"), ctx.leaf("bias")
+  return build_eqx(_CONV_TYPES[m.num_spatial_dims], weight=w, bias=b, **_statics(m, _CONV_STATICS))
+
+
+# -- Embedding, norms, dropout ------------------------------------------------
+def embedding_to_nnx(e: enn.Embedding, ctx: FromEqxContext) -> Any:
+  statics = _statics(e, ("num_embeddings", "embedding_size"))
+  return _new(_layers.Embedding, embedding=ctx.variable("weight", type=Param), **statics)
+
+
+def embedding_to_eqx(m: _layers.Embedding, ctx: ToEqxContext) -> Any:
+  statics = _statics(m, ("num_embeddings", "embedding_size"))
+  return build_eqx(enn.Embedding, weight=ctx.leaf("embedding"), **statics)
+
+
+_NORM_STATICS = ("shape", "eps", "use_weight", "use_bias")
+
+
+def _norm_pair(eqx_type: type, nnx_type: type) -> None:
+  def to_nnx(e, ctx):
+    w, b = ctx.variable("weight", type=Param), ctx.variable("bias", type=Param)
+    return _new(nnx_type, scale=w, bias=b, **_statics(e, _NORM_STATICS))
+
+  def to_eqx(m, ctx):
+    w, b = ctx.leaf("scale"), ctx.leaf("bias")
+    return build_eqx(eqx_type, weight=w, bias=b, **_statics(m, _NORM_STATICS))
+
+  register(eqx_type, nnx_type, to_nnx=to_nnx, to_eqx=to_eqx)
+
+
+_BN_STATICS = ("axis_name", "input_size", "eps", "channelwise_affine", "momentum", "mode")
+
+
+def batchnorm_to_nnx(e: enn.BatchNorm, ctx: FromEqxContext) -> Any:
+  if not isinstance(e.inference, bool) or any(is_array(a) for a in jtu.tree_leaves(e.axis_name)):
+    return NotImplemented
+  m = _new(
+    _norms.BatchNorm,
+    scale=ctx.variable("weight", type=Param),
+    bias=ctx.variable("bias", type=Param),
+    use_running_average=e.inference,
+    **_statics(e, _BN_STATICS),
+  )
+  if e.mode == "batch":
+    m.counter = ctx.variable("batch_counter", type=BatchStat)
+    m.mean, m.var = ctx.state_variables("batch_state_index", type=BatchStat)
+  else:
+    m.first_time = ctx.variable("ema_first_time_index", type=BatchStat)
+    m.mean, m.var = ctx.state_variables("ema_state_index", type=BatchStat)
+  return m
+
+
+def batchnorm_to_eqx(m: _norms.BatchNorm, ctx: ToEqxContext) -> Any:
+  idx: dict[str, Any] = dict.fromkeys(
+    ("ema_first_time_index", "ema_state_index", "batch_counter", "batch_state_index")
+  )
+  if m.mode == "batch":
+    idx["batch_counter"] = ctx.state_index("counter")
+    idx["batch_state_index"] = ctx.state_index("mean", "var")
+  else:
+    idx["ema_first_time_index"] = ctx.state_index("first_time")
+    idx["ema_state_index"] = ctx.state_index("mean", "var")
+  return build_eqx(
+    enn.BatchNorm,
+    weight=ctx.leaf("scale"),
+    bias=ctx.leaf("bias"),
+    **idx,
+    inference=m.use_running_average,
+    **_statics(m, _BN_STATICS),
+  )
+
+
+def dropout_to_nnx(e: enn.Dropout, ctx: FromEqxContext) -> Any:
+  if is_array(e.p) or not isinstance(e.inference, bool):
+    return NotImplemented
+  return _new(_layers.Dropout, rate=e.p, deterministic=e.inference)
+
+
+def dropout_to_eqx(m: _layers.Dropout, ctx: ToEqxContext) -> Any:
+  return build_eqx(enn.Dropout, p=m.rate, inference=m.deterministic)
+
+
+# -- Containers -----------------------------------------------------------------
+def sequential_to_nnx(e, ctx):
+  return _new(_layers.Sequential, layers=ctx.child("layers"))
+
+
+def sequential_to_eqx(m, ctx):
+  return build_eqx(enn.Sequential, layers=ctx.child("layers"))
+
+
+def lambda_to_nnx(e, ctx):
+  return _new(_layers.Lambda, fn=ctx.child("fn"))
+
+
+def lambda_to_eqx(m, ctx):
+  return build_eqx(enn.Lambda, fn=ctx.child("fn"))
+
+
+_MLP_STATICS = (
+  "activation",
+  "final_activation",
+  "use_bias",
+  "use_final_bias",
+  "in_size",
+  "out_size",
+  "width_size",
+  "depth",
+)
+
+
+def mlp_to_nnx(e: enn.MLP, ctx: FromEqxContext) -> Any:
+  acts = jtu.tree_leaves((e.activation, e.final_activation))
+  if e.scan or any(is_array(a) for a in acts):
+    return NotImplemented  # stacked layers or learnt activations: generic conversion
+  return _new(_layers.MLP, layers=ctx.child("layers"), **_statics(e, _MLP_STATICS))
+
+
+def mlp_to_eqx(m: _layers.MLP, ctx: ToEqxContext) -> Any:
+  return build_eqx(enn.MLP, layers=ctx.child("layers"), scan=False, **_statics(m, _MLP_STATICS))
+
+
+# -- Pooling ------------------------------------------------------------------
+_POOL_STATICS = (
+  "init",
+  "operation",
+  "num_spatial_dims",
+  "kernel_size",
+  "stride",
+  "padding",
+  "use_ceil",
+)
+_POOLS = {
+  (True, 1): enn.AvgPool1d,
+  (True, 2): enn.AvgPool2d,
+  (True, 3): enn.AvgPool3d,
+  (False, 1): enn.MaxPool1d,
+  (False, 2): enn.MaxPool2d,
+  (False, 3): enn.MaxPool3d,
+}
+
+
+def pool_to_nnx(e, ctx):
+  if is_array(e.init):
+    return NotImplemented
+  average = type(e) in (enn.AvgPool1d, enn.AvgPool2d, enn.AvgPool3d)
+  return _new(_layers.Pool, average=average, **_statics(e, _POOL_STATICS))
+
+
+def pool_to_eqx(m, ctx):
+  return build_eqx(_POOLS[(m.average, m.num_spatial_dims)], **_statics(m, _POOL_STATICS))
+
+
+# -- Attention and cells -----------------------------------------------------------
+_MHA_STATICS = (
+  "num_heads",
+  "query_size",
+  "key_size",
+  "value_size",
+  "output_size",
+  "qk_size",
+  "vo_size",
+  "use_query_bias",
+  "use_key_bias",
+  "use_value_bias",
+  "use_output_bias",
+)
+_PROJ = (
+  ("query", "query_size", "qk_size"),
+  ("key", "key_size", "qk_size"),
+  ("value", "value_size", "vo_size"),
+)
+
+
+def mha_to_nnx(e: enn.MultiheadAttention, ctx: FromEqxContext) -> Any:
+  projs = (e.query_proj, e.key_proj, e.value_proj, e.output_proj)
+  if any(type(p) is not enn.Linear or not is_array(p.weight) for p in projs):
+    return NotImplemented
+  if type(e.dropout) is not enn.Dropout:
+    return NotImplemented
+  h = e.num_heads
+  attrs = {}
+  for name, _, _ in _PROJ:
+    attrs[f"{name}_kernel"] = ctx.variable(
+      f"{name}_proj", "weight", type=Param, fn=Layout("heads_in", h)
+    )
+    attrs[f"{name}_bias"] = ctx.variable(
+      f"{name}_proj", "bias", type=Param, fn=Layout("heads_bias", h)
+    )
+  attrs["out_kernel"] = ctx.variable("output_proj", "weight", type=Param, fn=Layout("heads_out", h))
+  attrs["out_bias"] = ctx.variable("output_proj", "bias", type=Param)
+  return _new(
+    _attention.MultiheadAttention,
+    dropout=ctx.child("dropout"),
+    **attrs,
+    **_statics(e, _MHA_STATICS),
+  )
+
+
+def mha_to_eqx(m: _attention.MultiheadAttention, ctx: ToEqxContext) -> Any:
+  h = m.num_heads
+  fields = {}
+  for name, size, head in _PROJ:
+    fields[f"{name}_proj"] = build_eqx(
+      enn.Linear,
+      weight=ctx.leaf(f"{name}_kernel", fn=Layout("heads_in_eqx")),
+      bias=ctx.leaf(f"{name}_bias", fn=Layout("flat")),
+      in_features=getattr(m, size),
+      out_features=h * getattr(m, head),
+      use_bias=getattr(m, f"use_{name}_bias"),
+    )
+  fields["output_proj"] = build_eqx(
+    enn.Linear,
+    weight=ctx.leaf("out_kernel", fn=Layout("heads_out_eqx")),
+    bias=ctx.leaf("out_bias"),
+    in_features=h * m.vo_size,
+    out_features=m.output_size,
+    use_bias=m.use_output_bias,
+  )
+  return build_eqx(
+    enn.MultiheadAttention, dropout=ctx.child("dropout"), **fields, **_statics(m, _MHA_STATICS)
+  )
+
+
+_CELL_STATICS = ("input_size", "hidden_size", "use_bias")
+
+
+def _cell_pair(eqx_type: type, nnx_type: type, has_bias_n: bool) -> None:
+  def to_nnx(e, ctx):
+    m = _new(
+      nnx_type,
+      weight_ih=ctx.variable("weight_ih", type=Param),
+      weight_hh=ctx.variable("weight_hh", type=Param),
+      bias=ctx.variable("bias", type=Param),
+      **_statics(e, _CELL_STATICS),
+    )
+    if has_bias_n:
+      m.bias_n = ctx.variable("bias_n", type=Param)
+    return m
+
+  def to_eqx(m, ctx):
+    fields = dict(
+      weight_ih=ctx.leaf("weight_ih"),
+      weight_hh=ctx.leaf("weight_hh"),
+      bias=ctx.leaf("bias"),
+      **_statics(m, _CELL_STATICS),
+    )
+    if has_bias_n:
+      fields["bias_n"] = ctx.leaf("bias_n")
+    return build_eqx(eqx_type, **fields)
+
+  register(eqx_type, nnx_type, to_nnx=to_nnx, to_eqx=to_eqx)
+
+
+# -- Registration ---------------------------------------------------------------
+register(enn.Linear, NnxLinear, to_nnx=linear_to_nnx, to_eqx=nnx_linear_to_eqx)
+register(enn.Linear, _layers.Linear, to_eqx=bridge_linear_to_eqx)
+for _t in _CONV_TYPES.values():
+  register(_t, _layers.Conv, to_nnx=conv_to_nnx, to_eqx=conv_to_eqx, override=True)
+register(enn.Embedding, _layers.Embedding, to_nnx=embedding_to_nnx, to_eqx=embedding_to_eqx)
+_norm_pair(enn.LayerNorm, _norms.LayerNorm)
+_norm_pair(enn.RMSNorm, _norms.RMSNorm)
+register(enn.BatchNorm, _norms.BatchNorm, to_nnx=batchnorm_to_nnx, to_eqx=batchnorm_to_eqx)
+register(enn.Dropout, _layers.Dropout, to_nnx=dropout_to_nnx, to_eqx=dropout_to_eqx)
+register(enn.Sequential, _layers.Sequential, to_nnx=sequential_to_nnx, to_eqx=sequential_to_eqx)
+register(enn.Lambda, _layers.Lambda, to_nnx=lambda_to_nnx, to_eqx=lambda_to_eqx)
+register(
+  enn.Identity,
+  _layers.Identity,
+  to_nnx=lambda e, ctx: _layers.Identity(),
+  to_eqx=lambda m, ctx: build_eqx(enn.Identity),
+)
+register(enn.MLP, _layers.MLP, to_nnx=mlp_to_nnx, to_eqx=mlp_to_eqx)
+for _pool in _POOLS.values():
+  register(_pool, _layers.Pool, to_nnx=pool_to_nnx, to_eqx=pool_to_eqx, override=True)
+register(
+  enn.MultiheadAttention, _attention.MultiheadAttention, to_nnx=mha_to_nnx, to_eqx=mha_to_eqx
+)
+_cell_pair(enn.GRUCell, _recurrent.GRUCell, has_bias_n=True)
+_cell_pair(enn.LSTMCell, _recurrent.LSTMCell, has_bias_n=False)

@@ -1,0 +1,153 @@
+"""``eqx.nn.State`` / ``eqx.nn.StateIndex`` on one side, Variables on the other.
+
+Towards Equinox, every non-``Param`` Variable (``BatchStat``, ``Cache``,
+counters, ``Rngs`` keys and counts) becomes an ``eqx.nn.StateIndex`` whose
+value lives in an ``eqx.nn.State``. :func:`finalize` gives those indices the
+markers ``eqx.nn.make_with_state`` would give them (the root class name plus
+the key path), builds the State and deletes the initial values, so
+``nnx.to_eqx_with_state`` returns exactly the pair ``make_with_state`` returns.
+Towards NNX, :func:`state_value` reads an index's value from a State (or from
+its initial value), and ``Link`` records which Variables hold it so that a
+changed value can be written back.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import equinox as eqx
+import jax.tree_util as jtu
+
+from .._variables import Variable
+from ._errors import MissingStateError
+
+
+class EqxState(Variable):
+  """A value that Equinox keeps in ``eqx.nn.State`` (a converted ``eqx.nn.StateIndex``).
+
+  ``nnx.from_eqx`` stores the state of a user's ``eqx.nn.StateIndex`` in one of
+  these; ``nnx.to_eqx_with_state`` turns it back into a ``StateIndex``. Built-in
+  layers use ``nnx.BatchStat`` instead (e.g. BatchNorm's running statistics).
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> isinstance(nnx.bridge.EqxState(jnp.zeros(2)), nnx.Variable)
+    True
+  """
+
+
+def fmt_path(path: tuple) -> str:
+  """A path of attribute names, indices or ``jax.tree_util`` keys as ``root.a[0]``."""
+  parts = []
+  for k in path:
+    if isinstance(k, str):
+      parts.append("." + k)
+    elif isinstance(k, int):
+      parts.append(f"[{k}]")
+    else:
+      parts.append(jtu.keystr((k,)))
+  return "root" + "".join(parts)
+
+
+def is_index(x: Any) -> bool:
+  return isinstance(x, eqx.nn.StateIndex)
+
+
+def _init_deleted(init: Any) -> bool:
+  # `eqx.nn.delete_init_state` (used by `make_with_state`) replaces the initial
+  # value with an empty sentinel module.
+  return isinstance(init, eqx.Module) and not jtu.tree_leaves(init)
+
+
+def state_value(index: eqx.nn.StateIndex, state: Any, path: tuple) -> Any:
+  """The value of ``index``: from ``state`` when given, else its initial value.
+
+  Raises:
+    MissingStateError: ``state`` has no entry for the index's marker, ``state``
+      is stale, or no state was given and the initial value was deleted.
+  """
+  if state is not None:
+    if not isinstance(state, eqx.nn.State):
+      raise MissingStateError(
+        f"nnx.from_eqx: `state` must be an eqx.nn.State, got {type(state).__name__}."
+        " Fix: pass the State returned by `eqx.nn.make_with_state` (or"
+        " `nnx.to_eqx_with_state`) together with its model."
+      )
+    try:
+      return state.get(index)
+    except KeyError:
+      raise MissingStateError(
+        f"nnx.from_eqx: the eqx.nn.State has no entry for the StateIndex at"
+        f" {fmt_path(path)} (marker {index.marker!r}). Fix: pass the State that was"
+        " created together with this model (by `eqx.nn.make_with_state` or"
+        " `nnx.to_eqx_with_state`), not one from another model."
+      ) from None
+    except ValueError as e:
+      raise MissingStateError(
+        f"nnx.from_eqx: cannot read the StateIndex at {fmt_path(path)}: {e}"
+      ) from None
+  if _init_deleted(index.init):
+    raise MissingStateError(
+      f"nnx.from_eqx: the StateIndex at {fmt_path(path)} has no value: its initial"
+      " value was deleted by `eqx.nn.make_with_state` and no `state` was given."
+      " Fix: call `nnx.from_eqx(model, state)` with the State returned alongside"
+      " the model."
+    )
+  return index.init
+
+
+class Link(NamedTuple):
+  """The Variables that hold one StateIndex's value (one, or a tuple of them)."""
+
+  state_index: eqx.nn.StateIndex
+  variables: tuple
+  packed: bool  # True: the value is a tuple with one element per Variable
+
+  def read(self) -> Any:
+    vals = tuple(v.value for v in self.variables)
+    return vals if self.packed else vals[0]
+
+  def write(self, value: Any) -> None:
+    values = tuple(value) if self.packed else (value,)
+    for v, x in zip(self.variables, values):
+      v.value = x
+
+
+def finalize(tree: Any, links: dict) -> tuple[Any, Any, list[Link]]:
+  """Assigns ``make_with_state`` markers, builds the State, deletes initial values.
+
+  Args:
+    tree: the converted Equinox pytree; its StateIndex objects carry unique
+      temporary markers and their current values as ``init``.
+    links: temporary marker -> tuple of Variables (and whether packed).
+
+  Returns:
+    ``(model, state, links)``: the model with markers ``<RootClass><keypath>``
+    and deleted initial values, its ``eqx.nn.State`` (None when there is no
+    StateIndex), and the Links keyed by the final indices.
+  """
+  if not links:
+    return tree, None, []
+  key_leaves, treedef = jtu.tree_flatten_with_path(tree, is_leaf=is_index)
+  prefix = type(tree).__name__
+  new_leaves = []
+  final: list[Link] = []
+  for kp, leaf in key_leaves:
+    if is_index(leaf):
+      variables, packed = links[leaf.marker]
+      new = eqx.nn.StateIndex(leaf.init)
+      object.__setattr__(new, "marker", prefix + jtu.keystr(kp))  # as make_with_state
+      final.append(Link(new, variables, packed))
+      leaf = new
+    new_leaves.append(leaf)
+  model = jtu.tree_unflatten(treedef, new_leaves)
+  state = eqx.nn.State(model)
+  model = eqx.nn.delete_init_state(model)
+  final = [link._replace(state_index=eqx.nn.delete_init_state(link.state_index)) for link in final]
+  return model, state, final
+
+
+def write_back(links: list[Link], state: Any) -> None:
+  """Writes the values ``state`` holds for ``links`` into their Variables."""
+  for link in links:
+    link.write(state.get(link.state_index))
