@@ -1,4 +1,5 @@
-"""Test configuration: 8 fake CPU devices, strict dtype promotion, hypothesis profiles."""
+"""Test configuration: 8 fake CPU devices, strict dtype promotion, jaxtyping
+checks of the layers' shape annotations, hypothesis profiles."""
 
 import os
 
@@ -8,6 +9,13 @@ import jax  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
 jax.config.update("jax_numpy_dtype_promotion", "strict")
+
+# Check the jaxtyping annotations of the layers (``x: Float[Array, "*batch in"]``)
+# on every call during the tests, as Equinox does. The hook must be installed
+# before nnx_eqx is imported; it decorates ``nnx_eqx.nn`` with beartype.
+import jaxtyping  # noqa: E402
+
+jaxtyping.install_import_hook("nnx_eqx.nn", "beartype.beartype")
 
 settings.register_profile(
   "default", deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True

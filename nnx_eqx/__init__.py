@@ -16,6 +16,7 @@ from ._errors import NnxError as NnxError
 from ._errors import ShapeDtypeError as ShapeDtypeError
 from ._errors import StateMismatchError as StateMismatchError
 from ._errors import TraceContextError as TraceContextError
+from ._errors import UnknownAttributeError as UnknownAttributeError
 from ._errors import UnknownFilterError as UnknownFilterError
 from ._filters import All as All
 from ._filters import Any as Any
@@ -57,7 +58,71 @@ from ._variables import with_metadata as with_metadata
 from .nn import Linear as Linear
 
 # --- nn and training (layers, activations, Optimizer, TrainState) ---
+from . import nn as nn
+from . import training as training
+from ._optimizer import OptArray as OptArray
+from ._optimizer import Optimizer as Optimizer
+from ._optimizer import OptState as OptState
+from ._optimizer import OptVariable as OptVariable
+from .nn import BatchNorm as BatchNorm
+from .nn import CacheError as CacheError
+from .nn import Conv as Conv
+from .nn import ConvTranspose as ConvTranspose
+from .nn import Dropout as Dropout
+from .nn import Einsum as Einsum
+from .nn import Embed as Embed
+from .nn import GroupNorm as GroupNorm
+from .nn import GRUCell as GRUCell
+from .nn import InputDtypeError as InputDtypeError
+from .nn import InputShapeError as InputShapeError
+from .nn import LayerConfigError as LayerConfigError
+from .nn import LayerNorm as LayerNorm
+from .nn import LinearGeneral as LinearGeneral
+from .nn import LSTMCell as LSTMCell
+from .nn import MissingFlagError as MissingFlagError
+from .nn import MissingRngsError as MissingRngsError
+from .nn import MultiHeadAttention as MultiHeadAttention
+from .nn import OptimizedLSTMCell as OptimizedLSTMCell
+from .nn import PReLU as PReLU
+from .nn import RMSNorm as RMSNorm
+from .nn import RngsTypeError as RngsTypeError
+from .nn import RNNCellBase as RNNCellBase
+from .nn import SimpleCell as SimpleCell
+from .nn import avg_pool as avg_pool
+from .nn import celu as celu
+from .nn import combine_masks as combine_masks
+from .nn import dot_product_attention as dot_product_attention
+from .nn import dot_product_attention_weights as dot_product_attention_weights
+from .nn import elu as elu
+from .nn import gelu as gelu
+from .nn import glu as glu
+from .nn import hard_sigmoid as hard_sigmoid
+from .nn import hard_silu as hard_silu
+from .nn import hard_swish as hard_swish
+from .nn import hard_tanh as hard_tanh
+from .nn import identity as identity
 from .nn import initializers as initializers
+from .nn import leaky_relu as leaky_relu
+from .nn import log_sigmoid as log_sigmoid
+from .nn import log_softmax as log_softmax
+from .nn import logsumexp as logsumexp
+from .nn import make_attention_mask as make_attention_mask
+from .nn import make_causal_mask as make_causal_mask
+from .nn import max_pool as max_pool
+from .nn import min_pool as min_pool
+from .nn import one_hot as one_hot
+from .nn import pool as pool
+from .nn import relu as relu
+from .nn import relu6 as relu6
+from .nn import selu as selu
+from .nn import sigmoid as sigmoid
+from .nn import silu as silu
+from .nn import soft_sign as soft_sign
+from .nn import softmax as softmax
+from .nn import softplus as softplus
+from .nn import standardize as standardize
+from .nn import swish as swish
+from .nn import tanh as tanh
 from .transforms import grad as grad
 from .transforms import jit as jit
 from .transforms import value_and_grad as value_and_grad
@@ -65,18 +130,86 @@ from .transforms import value_and_grad as value_and_grad
 # --- end nn and training ---
 
 # --- transforms (vmap, scan, remat, cond, eval_shape, StateAxes, Carry) ---
+from .transforms import AxisRankError as AxisRankError
+from .transforms import AxisSizeError as AxisSizeError
+from .transforms import AxisSpecError as AxisSpecError
+from .transforms import BroadcastUpdateError as BroadcastUpdateError
+from .transforms import Carry as Carry
+from .transforms import CarryMismatchError as CarryMismatchError
+from .transforms import KeywordArgumentError as KeywordArgumentError
+from .transforms import LiftedStructureError as LiftedStructureError
+from .transforms import Remat as Remat
+from .transforms import RematOptions as RematOptions
+from .transforms import Scan as Scan
+from .transforms import ScanLengthError as ScanLengthError
+from .transforms import ScanOptions as ScanOptions
+from .transforms import SplitBackups as SplitBackups
+from .transforms import StateAxes as StateAxes
+from .transforms import cond as cond
+from .transforms import eval_shape as eval_shape
+from .transforms import fori_loop as fori_loop
+from .transforms import remat as remat
+from .transforms import restore_rngs as restore_rngs
+from .transforms import scan as scan
+from .transforms import split_rngs as split_rngs
+from .transforms import switch as switch
+from .transforms import vmap as vmap
+from .transforms import while_loop as while_loop
+
 # --- end transforms ---
 
 # --- spmd ---
+from . import spmd as spmd
+from .spmd import PARTITION_NAME as PARTITION_NAME
+from .spmd import ShardingError as ShardingError
+from .spmd import UnknownMeshAxisError as UnknownMeshAxisError
+from .spmd import get_logical_axis_rules as get_logical_axis_rules
+from .spmd import get_named_sharding as get_named_sharding
+from .spmd import get_partition_spec as get_partition_spec
+from .spmd import logical_axis_rules as logical_axis_rules
+from .spmd import logical_to_mesh as logical_to_mesh
+from .spmd import logical_to_mesh_axes as logical_to_mesh_axes
+from .spmd import logical_to_mesh_sharding as logical_to_mesh_sharding
+from .spmd import set_logical_axis_rules as set_logical_axis_rules
+from .spmd import with_logical_constraint as with_logical_constraint
+from .spmd import with_logical_partitioning as with_logical_partitioning
+from .spmd import with_partitioning as with_partitioning
+from .spmd import with_sharding_constraint as with_sharding_constraint
+
 # --- end spmd ---
 
 # --- bridge ---
+from . import bridge as bridge
+from .bridge import from_eqx as from_eqx
+from .bridge import to_eqx as to_eqx
+from .bridge import to_eqx_with_state as to_eqx_with_state
+
 # --- end bridge ---
 
 # --- ecosystem (checkpoint, tabulate) ---
+from . import checkpoint as checkpoint
+from ._summary import tabulate as tabulate
+from .checkpoint import CheckpointMismatchError as CheckpointMismatchError
+
 # --- end ecosystem ---
 
 # --- seed systems (dataclass, Pytree, Node, Static, register_node_type) ---
+from ._dataclasses import DataclassError as DataclassError
+from ._dataclasses import dataclass as dataclass
+from ._dataclasses import field as field
+from ._dataclasses import node_field as node_field
+from ._dataclasses import param_field as param_field
+from ._dataclasses import static_field as static_field
+from ._dataclasses import var_field as var_field
+from ._node_containers import Node as Node
+from ._node_containers import Static as Static
+from ._node_containers import is_node_leaf as is_node_leaf
+from ._node_containers import register_node_type as register_node_type
+from ._pytree import Pytree as Pytree
+from ._pytree import TreeNode as TreeNode
+from ._pytree import UnknownFieldError as UnknownFieldError
+from ._train_state import TrainState as TrainState
+
 # --- end seed systems ---
 
 # Seed-era names.

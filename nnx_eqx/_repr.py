@@ -1,27 +1,102 @@
-"""Readable reprs for Modules, Variables, States and GraphDefs, plus treescope hooks."""
+"""Readable reprs for Modules, Variables, States and GraphDefs, plus treescope hooks.
+
+Terminal reprs are compact: arrays with more than ``SMALL_ARRAY`` elements
+are summarised as ``float32[64, 32]``, tracers as ``Traced<float32[3]>``,
+a Module or Variable reached a second time is printed once and then marked
+``# shared with <path>``, and nesting deeper than ``MAX_DEPTH`` is elided.
+In notebooks, treescope renders the same objects as foldable trees (flax.nnx
+does the same), with one colour per Variable type.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+import jax
 import numpy as np
 
-_MAX_DEPTH = 12
+MAX_DEPTH = 8
+"""Modules nested deeper than this print as ``Name(...)``."""
+
+SMALL_ARRAY = 4
+"""Arrays with at most this many elements print their values."""
+
+_MAX_STATIC = 80
+
+
+def _shape_str(shape: tuple) -> str:
+  return "[" + ", ".join(map(str, shape)) + "]"
+
+
+def _is_key_dtype(dtype: Any) -> bool:
+  try:
+    return jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+  except TypeError:
+    return False
+
+
+def array_repr(x: Any) -> str | None:
+  """Compact repr of an array-like leaf, or None if ``x`` is not one.
+
+  Example:
+    >>> import jax, jax.numpy as jnp
+    >>> from nnx_eqx._repr import array_repr
+    >>> array_repr(jnp.zeros((64, 32))), array_repr(jnp.arange(3))
+    ('float32[64, 32]', 'Array([0, 1, 2], dtype=int32)')
+    >>> array_repr(jax.ShapeDtypeStruct((2,), jnp.bfloat16))
+    'ShapeDtypeStruct(bfloat16[2])'
+  """
+  shape = getattr(x, "shape", None)
+  dtype = getattr(x, "dtype", None)
+  if shape is None or dtype is None:
+    return None
+  sd = f"{dtype}{_shape_str(shape)}"
+  if isinstance(x, jax.ShapeDtypeStruct):
+    return f"ShapeDtypeStruct({sd})"
+  if isinstance(x, jax.core.Tracer):
+    return f"Traced<{sd}>"
+  if not isinstance(x, (jax.Array, np.ndarray, np.generic)):
+    return None
+  if _is_key_dtype(dtype) or int(np.prod(shape, dtype=np.int64)) > SMALL_ARRAY:
+    return sd
+  name = "Array" if isinstance(x, jax.Array) else type(x).__name__
+  return f"{name}({np.asarray(x).tolist()!r}, dtype={dtype})"
+
+
+class _Summary:
+  __slots__ = ("text",)
+
+  def __init__(self, text: str):
+    self.text = text
+
+  def __repr__(self) -> str:
+    return self.text
 
 
 def _leaf(x: Any) -> str:
-  shape = getattr(x, "shape", None)
-  dtype = getattr(x, "dtype", None)
-  if shape is not None and dtype is not None:
-    if np.size(x) <= 4 and not str(dtype).startswith("key"):
-      return f"{type(x).__name__}({np.asarray(x).tolist()!r}, dtype={dtype})"
-    return f"{dtype}{list(shape)}"
-  r = repr(x)
-  return r if len(r) < 80 else r[:77] + "..."
+  """Compact repr of any leaf or static value (pytrees of arrays summarised)."""
+  r = array_repr(x)
+  if r is not None:
+    return r
+  if isinstance(x, type):
+    return x.__qualname__
+  if isinstance(x, np.dtype):
+    return str(x)
+  if callable(x) and not hasattr(x, "shape") and isinstance(getattr(x, "__name__", None), str):
+    return f"<function {x.__name__}>"  # also jax.custom_jvp functions such as relu
+  leaves = jax.tree.leaves(x)
+  if leaves and any(array_repr(v) is not None for v in leaves):
+    r = repr(jax.tree.map(lambda v: _Summary(array_repr(v) or repr(v)), x))
+  else:
+    r = repr(x)
+  return r if len(r) <= _MAX_STATIC else r[: _MAX_STATIC - 3] + "..."
+
+
+leaf_repr = _leaf
 
 
 def variable_repr(v) -> str:
-  md = "".join(f", {k}={val!r}" for k, val in v._metadata.items())
+  md = "".join(f", {k}={_leaf(val)}" for k, val in v._metadata.items())
   return f"{type(v).__name__}(value={_leaf(v._value)}{md})"
 
 
@@ -32,30 +107,93 @@ def _children(obj) -> list:
   return impl.children(obj) if impl else []
 
 
-def module_repr(m, indent: str = "", seen: set | None = None, depth: int = 0) -> str:
+def _path_str(path: tuple) -> str:
+  return ".".join(map(str, path)) or "<root>"
+
+
+def module_repr(
+  m,
+  indent: str = "",
+  seen: dict | None = None,
+  depth: int = 0,
+  path: tuple = (),
+  max_depth: int | None = None,
+) -> str:
+  """Multi-line repr of a Module; shared objects are marked, depth is bounded.
+
+  Example:
+    >>> import nnx_eqx as nnx
+    >>> class Tied(nnx.Module):
+    ...   def __init__(self):
+    ...     self.a = nnx.Linear(1, 1, rngs=nnx.Rngs(0))
+    ...     self.b = self.a
+    >>> print(Tied())  # doctest: +ELLIPSIS
+    Tied(
+      a=Linear(
+        ...
+      ),
+      b=Linear(...)  # shared with a
+    )
+  """
+  seen = {} if seen is None else seen
+  max_depth = MAX_DEPTH if max_depth is None else max_depth
+  name = type(m).__name__
+  if id(m) in seen:
+    return f"{name}(...)  # shared with {_path_str(seen[id(m)])}"
+  seen[id(m)] = path
+  items = _children(m)
+  if not items:
+    return f"{name}()"
+  if depth >= max_depth:
+    return f"{name}(...)"
+  inner = indent + "  "
+  lines = [
+    f"{inner}{k}={_value_repr(v, inner, seen, depth, path + (k,), max_depth)}" for k, v in items
+  ]
+  return f"{name}(\n" + ",\n".join(lines) + f"\n{indent})"
+
+
+def _has_nodes(v: Any) -> bool:
+  from ._graph import is_node
+
+  if is_node(v):
+    return True
+  if isinstance(v, (list, tuple)):
+    return any(_has_nodes(e) for e in v)
+  if isinstance(v, dict):
+    return any(_has_nodes(e) for e in v.values())
+  return False
+
+
+def _value_repr(v: Any, indent: str, seen: dict, depth: int, path: tuple, max_depth: int) -> str:
+  """Repr of one attribute value: Modules and Variables (also inside tuples,
+  lists and dicts) recursively with sharing marks, anything else compactly."""
   from ._graph import is_graph_node
   from ._variables import Variable
 
-  seen = set() if seen is None else seen
-  if id(m) in seen:
-    return f"{type(m).__name__}(...)  # shared"
-  seen.add(id(m))
-  if depth > _MAX_DEPTH:
-    return f"{type(m).__name__}(...)"
-  items = _children(m)
-  if not items:
-    return f"{type(m).__name__}()"
-  inner = indent + "  "
-  lines = []
-  for k, v in items:
-    if is_graph_node(v):
-      r = module_repr(v, inner, seen, depth + 1)
-    elif isinstance(v, Variable):
-      r = variable_repr(v)
+  if is_graph_node(v):
+    return module_repr(v, indent, seen, depth + 1, path, max_depth)
+  if isinstance(v, Variable):
+    if id(v) in seen:
+      return f"{type(v).__name__}(...)  # shared with {_path_str(seen[id(v)])}"
+    seen[id(v)] = path
+    return variable_repr(v)
+  if isinstance(v, (list, tuple, dict)) and _has_nodes(v):
+    inner = indent + "  "
+    if isinstance(v, dict):
+      items = [
+        f"{inner}{k!r}: {_value_repr(e, inner, seen, depth, path + (k,), max_depth)}"
+        for k, e in v.items()
+      ]
+      open_, close = "{", "}"
     else:
-      r = _leaf(v)
-    lines.append(f"{inner}{k}={r}")
-  return f"{type(m).__name__}(\n" + ",\n".join(lines) + f"\n{indent})"
+      items = [
+        f"{inner}{_value_repr(e, inner, seen, depth, path + (i,), max_depth)}"
+        for i, e in enumerate(v)
+      ]
+      open_, close = ("[", "]") if isinstance(v, list) else ("(", ")")
+    return f"{open_}\n" + ",\n".join(items) + f"\n{indent}{close}"
+  return _leaf(v)
 
 
 def state_repr(s, indent: str = "") -> str:
@@ -77,15 +215,34 @@ def state_repr(s, indent: str = "") -> str:
   return "State({\n" + ",\n".join(lines) + f"\n{indent}}})"
 
 
+def _root_name(g) -> str:
+  return getattr(g.defn[1], "__name__", "?") if len(g.defn) > 1 else "?"
+
+
 def graphdef_repr(g) -> str:
-  root = g.defn
-  name = root[1].__name__ if root[0] == 0 else "tuple"
-  return f"GraphDef({name}, nodes={g.n_nodes}, leaves={g.num_leaves}, hash={g._hash & 0xFFFF:04x})"
+  return (
+    f"GraphDef({_root_name(g)}, nodes={g.n_nodes}, leaves={g.num_leaves},"
+    f" hash={g._hash & 0xFFFF:04x})"
+  )
 
 
 # -- treescope -------------------------------------------------------------
-def _attrs_for_treescope(obj) -> dict:
-  return {str(k): v for k, v in _children(obj)}
+_COLORS = {
+  "Param": "#87CEEB",
+  "BatchStat": "#98FB98",
+  "RngState": "#FFD580",
+  "Cache": "#DDA0DD",
+  "Intermediate": "#F4A6A6",
+}
+_DEFAULT_COLOR = "#D3D3D3"
+
+
+def variable_color(cls: type) -> str:
+  """The colour treescope uses for a Variable type (looked up along its MRO)."""
+  for base in cls.__mro__:
+    if base.__name__ in _COLORS:
+      return _COLORS[base.__name__]
+  return _DEFAULT_COLOR
 
 
 def treescope_module(m, path, subtree_renderer):
@@ -93,7 +250,7 @@ def treescope_module(m, path, subtree_renderer):
 
   return repr_lib.render_object_constructor(
     object_type=type(m),
-    attributes=_attrs_for_treescope(m),
+    attributes={str(k): v for k, v in _children(m)},
     path=path,
     subtree_renderer=subtree_renderer,
     roundtrippable=False,
@@ -109,6 +266,7 @@ def treescope_variable(v, path, subtree_renderer):
     path=path,
     subtree_renderer=subtree_renderer,
     roundtrippable=False,
+    color=variable_color(type(v)),
   )
 
 
@@ -124,16 +282,82 @@ def treescope_state(s, path, subtree_renderer):
   )
 
 
+class _DefView:
+  """A GraphDef node shown as ``Type(attr=...)`` by treescope."""
+
+  def __init__(self, cls: type, attrs: dict, color: str | None = None):
+    self.cls, self.attrs, self.color = cls, attrs, color
+
+  def __treescope_repr__(self, path, subtree_renderer):
+    from treescope import repr_lib
+
+    return repr_lib.render_object_constructor(
+      object_type=self.cls,
+      attributes=self.attrs,
+      path=path,
+      subtree_renderer=subtree_renderer,
+      roundtrippable=False,
+      color=self.color,
+    )
+
+
+class _Note:
+  """A fixed piece of text shown by treescope (e.g. ``<array>``, ``<shared: l1>``)."""
+
+  def __init__(self, text: str):
+    self.text = text
+
+  def __repr__(self) -> str:
+    return self.text
+
+  def __treescope_repr__(self, path, subtree_renderer):
+    from treescope import rendering_parts
+
+    return rendering_parts.text(self.text)
+
+
+def graphdef_view(g) -> Any:
+  """The GraphDef's structure as nested objects that treescope renders: nodes
+  as ``Type(attr=...)``, Variables by type and metadata, leaves as ``<array>``,
+  shared objects as ``<shared: path>``."""
+  from ._graphdef import _metadata_from_def
+  from ._node_types import LEAF, MAP, NODE, REF, SEQ, STATIC, VAR
+
+  first: dict[int, tuple] = {}
+
+  def view(defn, path):
+    tag = defn[0]
+    if tag == NODE:
+      _, cls, i, attrs, _meta = defn
+      first[i] = path
+      return _DefView(cls, {str(k): view(sub, path + (k,)) for k, sub in attrs})
+    if tag == VAR:
+      _, cls, i, mdef = defn
+      first[i] = path
+      md = {k: v for k, v in _metadata_from_def(mdef).items()}
+      return _DefView(cls, md, variable_color(cls))
+    if tag == REF:
+      return _Note(f"<shared: {_path_str(first.get(defn[1], ()))}>")
+    if tag == LEAF:
+      return _Note("<array>")
+    if tag == STATIC:
+      return defn[1].value
+    if tag == SEQ:
+      items = [view(sub, path + (j,)) for j, sub in enumerate(defn[2])]
+      return items if defn[1] is list else tuple(items)
+    if tag == MAP:
+      return {k: view(sub, path + (k,)) for k, sub in defn[2]}
+    return _Note(repr(defn))
+
+  return view(g.defn, ())
+
+
 def treescope_graphdef(g, path, subtree_renderer):
   from treescope import repr_lib
 
   return repr_lib.render_object_constructor(
     object_type=type(g),
-    attributes={
-      "root": g.defn[1].__name__ if g.defn[0] == 0 else "tuple",
-      "nodes": g.n_nodes,
-      "paths": list(g.paths),
-    },
+    attributes={"root": graphdef_view(g), "leaves": g.num_leaves},
     path=path,
     subtree_renderer=subtree_renderer,
     roundtrippable=False,

@@ -1,0 +1,234 @@
+"""Checkpoints with orbax-checkpoint, and Equinox serialisation of Modules.
+
+:func:`save` writes the State of a Module (or of several: a Module and its
+``nnx.Optimizer``, as a tuple or dict) to a directory with
+``orbax.checkpoint.StandardCheckpointer``; :func:`restore` reads it back into a
+target of the same structure — a concrete Module, an abstract one from
+``nnx.eval_shape`` (restored arrays are allocated once, straight into the
+target's Variables), or a State. This follows the flax.nnx checkpointing
+guide (``nnx.state`` → orbax → ``nnx.update``/``nnx.merge``).
+
+On disk a checkpoint is a nested dict of plain arrays keyed by attribute names
+(``{"l1": {"kernel": ...}}``, like ``State.to_pure_dict``); typed PRNG keys are
+stored as key data. Loading goes through orbax's tensorstore and JSON metadata
+only: no pickle anywhere.
+
+Modules are also JAX pytrees, so ``eqx.tree_serialise_leaves`` and
+``eqx.tree_deserialise_leaves`` work on them directly; pass
+:func:`eqx_serialise_filter_spec`/:func:`eqx_deserialise_filter_spec` when the
+model holds an ``nnx.Rngs`` (Equinox's defaults cannot store typed keys).
+
+orbax-checkpoint is imported on first use (``pip install nnx_eqx[checkpoint]``).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _checkpoint_tree as _tree
+from ._checkpoint_tree import CheckpointMismatchError as CheckpointMismatchError
+from ._errors import NnxError
+from ._graph import is_graph_node, update
+from ._graph import state as _state
+from ._state import State
+
+_META_KEY = "nnx_eqx"  # our entry in orbax's custom metadata (JSON)
+
+
+class CheckpointNotFoundError(NnxError, FileNotFoundError):
+  """:func:`restore` was given a directory that holds no checkpoint."""
+
+
+class CheckpointExistsError(NnxError, FileExistsError):
+  """:func:`save` would overwrite an existing checkpoint without ``force=True``."""
+
+
+def _orbax():
+  try:
+    import orbax.checkpoint as ocp
+  except ImportError as e:  # pragma: no cover - depends on the environment
+    raise ImportError(
+      "nnx_eqx.checkpoint needs orbax-checkpoint. Fix: pip install 'nnx_eqx[checkpoint]'."
+    ) from e
+  return ocp
+
+
+def _as_state(target: Any, what: str) -> State:
+  if isinstance(target, State):
+    return target
+  if isinstance(target, (tuple, list, dict)) or is_graph_node(target):
+    return _state(target)
+  raise TypeError(
+    f"{what} must be a Module, an nnx.Optimizer, a tuple/list/dict of them, or a"
+    f" State; got {type(target).__name__}. Fix: pass the model (or `nnx.state(model)`)."
+  )
+
+
+def save(directory: str | os.PathLike, target: Any, *, force: bool = False) -> pathlib.Path:
+  """Saves the State of ``target`` to ``directory`` with orbax.
+
+  Args:
+    directory: the checkpoint directory (made absolute; must not exist unless
+      ``force``).
+    target: a Module, an ``nnx.Optimizer``, a tuple/list/dict of them (e.g.
+      ``(model, optimizer)``), or a State.
+    force: overwrite an existing checkpoint.
+
+  Returns:
+    The absolute checkpoint path.
+
+  Raises:
+    CheckpointExistsError: ``directory`` exists and ``force`` is False.
+    CheckpointMismatchError: two paths would be stored under one name, or
+      there is no non-empty array to save.
+    TypeError: ``target`` is not a Module/State, or holds abstract or
+      non-array leaves (the path is named).
+
+  Example:
+    >>> import tempfile, nnx_eqx as nnx
+    >>> model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+    >>> path = nnx.checkpoint.save(tempfile.mkdtemp() + "/ckpt", model)
+    >>> path.name
+    'ckpt'
+  """
+  ocp = _orbax()
+  path = pathlib.Path(directory).absolute()
+  if path.exists() and not force:
+    raise CheckpointExistsError(
+      f"save: {path} already exists. Fix: pass force=True to overwrite it, or"
+      " choose a new directory (e.g. one per step)."
+    )
+  tree, empty = _tree.saveable_tree(_tree.layout(_as_state(target, "save's target")))
+  with ocp.StandardCheckpointer() as ckptr:
+    ckptr.save(path, tree, force=force, custom_metadata={_META_KEY: {"empty": empty}})
+    ckptr.wait_until_finished()
+  return path
+
+
+def _not_found(path: pathlib.Path) -> CheckpointNotFoundError:
+  return CheckpointNotFoundError(
+    f"restore: no checkpoint at {path}. Fix: pass the directory given to"
+    " `nnx.checkpoint.save` (or returned by it)."
+  )
+
+
+def _stored_arrays(ckptr: Any, path: pathlib.Path) -> tuple[dict[str, tuple], dict]:
+  """``({name: (shape, dtype)}, empty)`` of every array in the checkpoint.
+
+  Raises:
+    CheckpointNotFoundError: ``path`` holds no orbax checkpoint metadata.
+  """
+  md = ckptr.metadata(path)
+  if getattr(md, "item_metadata", None) is None:
+    raise _not_found(path)
+  tree = md.item_metadata.tree
+  flat = jax.tree_util.tree_flatten_with_path(tree, is_leaf=lambda x: hasattr(x, "shape"))[0]
+  stored = {
+    _tree.fmt(tuple(_tree.segment(k) for k in kp)): (tuple(m.shape), m.dtype) for kp, m in flat
+  }
+  empty = (md.custom_metadata or {}).get(_META_KEY, {}).get("empty", {})
+  stored.update({n: (tuple(shape), dtype) for n, (shape, dtype) in empty.items()})
+  return stored, empty
+
+
+def restore(directory: str | os.PathLike, target: Any = None) -> Any:
+  """Restores a checkpoint written by :func:`save` into ``target``.
+
+  Args:
+    directory: the checkpoint directory.
+    target: what to restore into:
+
+      * a Module / Optimizer / tuple or dict of them (concrete, or abstract
+        from ``nnx.eval_shape`` or ``jax.eval_shape``): its Variables are set
+        in place and the same object is returned;
+      * a State: a new State of the same structure is returned;
+      * ``None``: the raw nested dict of arrays (PRNG keys as key data).
+
+  Returns:
+    The restored target (see above).
+
+  Raises:
+    CheckpointNotFoundError: ``directory`` holds no checkpoint.
+    CheckpointMismatchError: the checkpoint's paths, shapes or dtypes differ
+      from the target's (every difference is named).
+    TypeError: ``target`` is not a Module/State/None.
+
+  Example:
+    >>> import tempfile, nnx_eqx as nnx
+    >>> path = nnx.checkpoint.save(tempfile.mkdtemp() + "/c", nnx.Linear(2, 3, rngs=nnx.Rngs(0)))
+    >>> abstract = nnx.eval_shape(lambda: nnx.Linear(2, 3, rngs=nnx.Rngs(1)))
+    >>> model = nnx.checkpoint.restore(path, abstract)
+    >>> bool((model.kernel.value == nnx.Linear(2, 3, rngs=nnx.Rngs(0)).kernel.value).all())
+    True
+  """
+  ocp = _orbax()
+  path = pathlib.Path(directory).absolute()
+  if not path.is_dir():
+    raise _not_found(path)
+  with ocp.StandardCheckpointer() as ckptr:
+    stored, empty = _stored_arrays(ckptr, path)
+    if target is None:
+      return _tree.add_empty(ckptr.restore(path), empty)
+    lay = _tree.layout(_as_state(target, "restore's target"))
+    _tree.check_compatible(lay, stored)
+    restored = ckptr.restore(path, _tree.abstract_tree(lay))
+  new = _tree.rebuild(lay, _tree.add_empty(restored, empty))
+  if isinstance(target, State):
+    return new
+  update(target, new)
+  return target
+
+
+# --------------------------------------------------------------------------
+# Equinox serialisation (eqx.tree_serialise_leaves / tree_deserialise_leaves)
+# --------------------------------------------------------------------------
+def eqx_serialise_filter_spec(f: Any, x: Any) -> None:
+  """``filter_spec`` for ``eqx.tree_serialise_leaves`` that also stores typed
+  PRNG keys (as their key data); other leaves use Equinox's default.
+
+  Example:
+    >>> import io, equinox as eqx, nnx_eqx as nnx
+    >>> f = io.BytesIO()
+    >>> spec = nnx.checkpoint.eqx_serialise_filter_spec
+    >>> eqx.tree_serialise_leaves(f, nnx.Rngs(0), filter_spec=spec)
+  """
+  import equinox as eqx
+
+  if _tree.is_key(x):
+    x = jax.random.key_data(x)
+  eqx.default_serialise_filter_spec(f, x)
+
+
+def eqx_deserialise_filter_spec(f: Any, x: Any) -> Any:
+  """``filter_spec`` for ``eqx.tree_deserialise_leaves`` matching
+  :func:`eqx_serialise_filter_spec`: key data is re-wrapped with the key
+  implementation of the ``like`` leaf.
+
+  Equinox checks that each loaded leaf has the type of its ``like`` leaf, so
+  the ``like`` model must hold concrete keys (an ``nnx.Rngs``, not the
+  ``ShapeDtypeStruct`` of ``eval_shape``); use :func:`restore` to load into an
+  abstract model.
+
+  Example:
+    >>> import io, jax, equinox as eqx, nnx_eqx as nnx
+    >>> f = io.BytesIO(); rngs = nnx.Rngs(0); _ = rngs()
+    >>> save_spec = nnx.checkpoint.eqx_serialise_filter_spec
+    >>> load_spec = nnx.checkpoint.eqx_deserialise_filter_spec
+    >>> eqx.tree_serialise_leaves(f, rngs, filter_spec=save_spec)
+    >>> _ = f.seek(0)
+    >>> back = eqx.tree_deserialise_leaves(f, nnx.Rngs(5), filter_spec=load_spec)
+    >>> int(back.default.count.value)
+    1
+  """
+  import equinox as eqx
+
+  if _tree.is_key(x):
+    data = jnp.asarray(np.load(f, allow_pickle=False))
+    return jax.random.wrap_key_data(data, impl=_tree.key_impl(x))
+  return eqx.default_deserialise_filter_spec(f, x)

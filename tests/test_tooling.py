@@ -1,0 +1,103 @@
+"""Developer tooling: jaxtyping checks at test time, and the benchmark report.
+
+``conftest.py`` installs ``jaxtyping.install_import_hook("nnx_eqx.nn",
+"beartype.beartype")`` before nnx_eqx is imported; the first tests show that a
+call violating a layer's annotation fails with jaxtyping's error, before the
+layer's own code runs. The last ones check ``benchmarks/run_all.py``'s report
+(ratios, markdown, plots) on synthetic rows.
+"""
+
+import jax.numpy as jnp
+import jaxtyping
+import pytest
+
+import nnx_eqx as nnx
+
+
+def test_layers_are_typechecked():
+  layer = nnx.Linear(3, 4, rngs=nnx.Rngs(0))
+  assert layer(jnp.ones((2, 3))).shape == (2, 4)  # a correct call passes the check
+  with pytest.raises(jaxtyping.TypeCheckError, match=r"Float\[.*'\*batch in'\]"):
+    layer(jnp.ones(()))  # a scalar has no feature axis: wrong shape for "*batch in"
+
+
+def test_wrong_dtype_is_caught_by_the_annotation():
+  layer = nnx.Linear(3, 4, rngs=nnx.Rngs(0))
+  with pytest.raises(jaxtyping.TypeCheckError, match=r"Actual value: i32\[2,3\]"):
+    layer(jnp.ones((2, 3), jnp.int32))  # Float[Array, ...] rejects integer inputs
+
+
+def test_norm_layers_are_typechecked_too():
+  norm = nnx.LayerNorm(4, rngs=nnx.Rngs(0))
+  assert norm(jnp.ones((2, 4))).shape == (2, 4)
+  with pytest.raises(jaxtyping.TypeCheckError):
+    norm(jnp.ones((2, 4), jnp.int32))
+
+
+# --------------------------------------------------------------------------
+# The benchmark suite's report (no timing here: synthetic rows)
+# --------------------------------------------------------------------------
+def _load_run_all():
+  import importlib.util
+  import pathlib
+
+  bench = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
+  spec = importlib.util.spec_from_file_location("run_all", bench / "run_all.py")
+  mod = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(mod)
+  return mod
+
+
+def test_benchmark_report_ratios_table_and_plots(tmp_path):
+  run_all = _load_run_all()
+  rows = run_all.normalize(
+    "demo",
+    {
+      "step": [
+        {"case": "train step", "impl": "nnx_eqx.jit", "us": 110.0},
+        {"case": "train step", "impl": "jax.jit", "us": 100.0},
+      ],
+      "sizes": [
+        {"case": "10 Variables", "impl": "a", "us": 2.0, "baseline": True},
+        {"case": "10 Variables", "impl": "b", "us": 5.0},
+        {"case": "100 Variables", "impl": "a", "us": 20.0, "baseline": True},
+        {"case": "100 Variables", "impl": "b", "us": 30.0},
+      ],
+    },
+  )
+  report = {
+    "date": "today",
+    "quick": True,
+    "machine": {
+      "cpu": "CPU X",
+      "cores": "2",
+      "platform": "p",
+      "python": "3",
+      "jax": "0",
+      "backend": "cpu",
+      "equinox": "0",
+      "flax": "none",
+    },
+    "tables": rows,
+    "errors": {"broken": "Traceback...\nValueError: boom"},
+    "missing": ["bridge"],
+  }
+  run_all.write(report, tmp_path)
+  md = (tmp_path / "RESULTS.md").read_text()
+  assert "on **CPU X**, 2 cores" in md
+  assert "| train step | nnx_eqx.jit | 110 us | 1.10x | jax.jit |" in md
+  assert "| 100 Variables | b | 30 us | 1.50x | a |" in md
+  assert "`broken`: `ValueError: boom`" in md and "`bridge.py`" in md
+  for name in ("demo_step.png", "demo_sizes.png"):
+    assert (tmp_path / name).stat().st_size > 5000
+  again = run_all.main(["--plot-only", "--out", str(tmp_path)])
+  assert again["tables"] == rows
+
+
+def test_benchmark_rows_are_validated():
+  run_all = _load_run_all()
+  with pytest.raises(TypeError, match="lacks 'case' or 'impl'"):
+    run_all.normalize("x", [{"impl": "a", "us": 1.0}])
+  with pytest.raises(KeyError, match="has no metric"):
+    run_all.normalize("x", [{"case": "c", "impl": "a", "speed": 1.0}])
+  assert run_all.discover(None)[0] == "overhead"
