@@ -34,7 +34,7 @@ from ._variables import Variable
 from ._walk import _DELETE as _DELETE
 from ._walk import _MODULE_IMPL_HOLDER as _MODULE_IMPL_HOLDER
 from ._walk import Walk as Walk
-from ._walk import _RecursionLimit
+from ._walk import _BulkOp
 from ._walk import unflatten as unflatten
 from ._walk import walk as walk
 from ._walk import walk_uncached as walk_uncached
@@ -117,9 +117,11 @@ def split(node: Any, *filters: Filter) -> tuple:
   w = walk(node)
   trace = current_trace()
   if not filters:
-    return (w.graphdef, _build_state(w, range(len(w.slots)), trace))
-  buckets = w.partition_indices(filters, exhaustive=True)
-  return (w.graphdef, *(_build_state(w, b, trace) for b in buckets))
+    buckets: list = [range(len(w.slots))]
+  else:
+    buckets = w.partition_indices(filters, exhaustive=True)
+  with _BulkOp():
+    return (w.graphdef, *[_build_state(w, b, trace) for b in buckets])
 
 
 def graphdef(node: Any) -> GraphDef:
@@ -189,7 +191,7 @@ def _flat_rec(m: dict, prefix: tuple, out: dict) -> None:
 
 def _flat_of(states) -> dict:
   flat: dict = {}
-  with _RecursionLimit():
+  with _BulkOp():
     for s in states:
       if isinstance(s, State):
         _flat_rec(s._mapping, (), flat)
