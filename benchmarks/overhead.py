@@ -15,7 +15,8 @@ import argparse
 import statistics
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -75,7 +76,7 @@ def make_steps(x, y) -> dict[str, Callable[[], Any]]:
   # Hand-written jax.jit over a params pytree.
   keys = jax.random.split(jax.random.key(0), DEPTH)
   params = [
-      {"w": jax.random.normal(k, (WIDTH, WIDTH)) / WIDTH**0.5, "b": jnp.zeros(WIDTH)} for k in keys
+    {"w": jax.random.normal(k, (WIDTH, WIDTH)) / WIDTH**0.5, "b": jnp.zeros(WIDTH)} for k in keys
   ]
 
   def forward(params, x):
@@ -194,10 +195,10 @@ def split_merge_rows(sizes, n, rounds) -> list[dict]:
   rows = []
   mlp = MLP(nnx.Rngs(0))
   fns: dict[str, Callable[[], Any]] = {
-      "nnx_eqx split+merge": lambda: nnx.merge(*nnx.split(mlp)),
-      "jax tree flatten+unflatten": lambda: jax.tree.unflatten(
-          *reversed(jax.tree.flatten(nnx.state(mlp)))
-      ),
+    "nnx_eqx split+merge": lambda: nnx.merge(*nnx.split(mlp)),
+    "jax tree flatten+unflatten": lambda: jax.tree.unflatten(
+      *reversed(jax.tree.flatten(nnx.state(mlp)))
+    ),
   }
   emodel = [eqx.nn.Linear(WIDTH, WIDTH, key=k) for k in jax.random.split(jax.random.key(0), DEPTH)]
   fns["eqx partition+combine"] = lambda: eqx.combine(*eqx.partition(emodel, eqx.is_array))
@@ -209,7 +210,9 @@ def split_merge_rows(sizes, n, rounds) -> list[dict]:
     rows.append({"case": f"MLP {DEPTH}x{WIDTH}", "impl": k, "us": t * 1e6})
   for size in sizes:
     model = Wide(size)
-    cases: dict[str, Callable[[], Any]] = {"nnx_eqx split+merge": lambda m=model: nnx.merge(*nnx.split(m))}
+    cases: dict[str, Callable[[], Any]] = {
+      "nnx_eqx split+merge": lambda m=model: nnx.merge(*nnx.split(m))
+    }
     if fnnx is not None:
 
       class FWide(fnnx.Module):

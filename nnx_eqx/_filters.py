@@ -16,16 +16,16 @@ array. Accepted literals, as in flax.nnx:
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections.abc import Callable
-from typing import Any
 
 import jax
 import numpy as np
 
 from ._errors import UnknownFilterError
 
-Predicate = Callable[[tuple, Any], bool]
-Filter = Any
+Predicate = Callable[[tuple, typing.Any], bool]
+Filter = typing.Any
 
 
 def to_predicate(filter: Filter) -> Predicate:
@@ -69,7 +69,7 @@ def to_predicate(filter: Filter) -> Predicate:
 
 
 class _BaseFilter:
-  def __call__(self, path: tuple, value: Any) -> bool:  # pragma: no cover
+  def __call__(self, path: tuple, value: typing.Any) -> bool:  # pragma: no cover
     raise NotImplementedError
 
 
@@ -124,7 +124,7 @@ class PathContains(_BaseFilter):
     True
   """
 
-  key: Any
+  key: typing.Any
 
   def __call__(self, path, value):
     return self.key in path
@@ -253,7 +253,7 @@ class Nothing(_BaseFilter):
     return hash(Nothing)
 
 
-def buffers(path: tuple, value: Any) -> bool:
+def buffers(path: tuple, value: typing.Any) -> bool:
   """Matches raw arrays stored directly on a module (not wrapped in a Variable).
 
   Example:

@@ -366,7 +366,7 @@ def pop(node: Any, *filters: Filter) -> Any:
         impl = node_impl(type(owner))
         if impl is _MODULE_IMPL_HOLDER[0]:
           delattr(owner, key)
-        else:
+        elif impl is not None:
           impl.set_key(owner, key, _DELETE)
   _version.bump()
   return states[0] if len(filters) == 1 else states

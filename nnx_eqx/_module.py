@@ -202,7 +202,7 @@ class Module:
     """Calls ``fn`` on every submodule (self included) that is a ``module_type``."""
     for _, m in _graph.iter_modules(self):
       if isinstance(m, module_type):
-        fn(m)
+        fn(m)  # type: ignore[arg-type]
 
   def modules(self) -> Iterator[tuple[tuple, Module]]:
     """Yields ``(path, module)`` for this module and every submodule."""

@@ -314,13 +314,22 @@ for _name, _op in {
 }.items():
   setattr(Variable, f"__{_name}__", _binary(_op))
 
-for _name, _op in {
+
+def _unary(op):
+  def method(self):
+    return op(self._value)
+
+  return method
+
+
+_UNARY: dict[str, Callable[[Any], Any]] = {
   "neg": operator.neg,
   "pos": operator.pos,
   "abs": operator.abs,
   "invert": operator.invert,
-}.items():
-  setattr(Variable, f"__{_name}__", (lambda op: lambda self: op(self._value))(_op))
+}
+for _name, _uop in _UNARY.items():
+  setattr(Variable, f"__{_name}__", _unary(_uop))
 
 
 class Param(Variable[A]):

@@ -160,7 +160,7 @@ class Walk:
     try:
       cached = self._filter_cache.get(key)
     except TypeError:  # unhashable filter
-      cached, key = None, None
+      cached, key = None, None  # type: ignore[assignment]
     if cached is not None:
       return cached
     preds = [to_predicate(f) for f in filters]

@@ -250,7 +250,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
   if args.from_eqx:
     from .bridge import _demo as bridged
 
-    model = bridged.to_nnx(bridged.build_eqx_cnn(jax.random.key(args.seed)))
+    model: nnx.Module = bridged.to_nnx(bridged.build_eqx_cnn(jax.random.key(args.seed)))
     print("model: an Equinox CNN converted with nnx.from_eqx")
   else:
     model = build_model(args.seed)
@@ -277,8 +277,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     "wall_seconds": time.perf_counter() - start,
   }
   if args.from_eqx:
-    eqx_model = bridged.to_eqx(model)
-    summary["eqx_test_accuracy"] = bridged.eqx_accuracy(eqx_model, data.x_test, data.y_test)
+    eqx_model = bridged.to_eqx(model)  # type: ignore[arg-type]
+    summary["eqx_test_accuracy"] = bridged.eqx_accuracy(
+      eqx_model, jnp.asarray(data.x_test), jnp.asarray(data.y_test)
+    )
     print(
       f"converted back with nnx.to_eqx: eqx.filter_jit test accuracy"
       f" {summary['eqx_test_accuracy']:.4f} (nnx_eqx: {test_acc:.4f})"

@@ -39,7 +39,7 @@ def test_wrt_filter_and_has_aux():
   m = Model(nnx.Rngs(0))
   x = jnp.ones((2, 3))
   (value, aux), grads = nnx.value_and_grad(
-      lambda m: (loss(m, x), "aux"), has_aux=True, wrt=nnx.All(nnx.Param, nnx.PathContains("l2"))
+    lambda m: (loss(m, x), "aux"), has_aux=True, wrt=nnx.All(nnx.Param, nnx.PathContains("l2"))
   )(m)
   assert aux == "aux" and sorted(grads) == ["l2"]
   g_scale = nnx.grad(lambda m: loss(m, x), wrt=nnx.BatchStat)(m)

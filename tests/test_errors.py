@@ -25,7 +25,9 @@ def test_non_exhaustive_filters_name_uncovered_paths():
 
 
 def test_unknown_filter_type():
-  with pytest.raises(nnx.UnknownFilterError, match=r"Invalid filter 1\.5 of type float.*nnx\.Param"):
+  with pytest.raises(
+    nnx.UnknownFilterError, match=r"Invalid filter 1\.5 of type float.*nnx\.Param"
+  ):
     nnx.split(Model(), 1.5)
 
 
@@ -83,10 +85,10 @@ def test_split_of_a_non_graph_value():
 
 def test_errors_share_a_base_class_and_builtin_types():
   for cls, builtin in [
-      (nnx.FilterError, ValueError),
-      (nnx.UnknownFilterError, TypeError),
-      (nnx.StateMismatchError, KeyError),
-      (nnx.ShapeDtypeError, ValueError),
-      (nnx.TraceContextError, RuntimeError),
+    (nnx.FilterError, ValueError),
+    (nnx.UnknownFilterError, TypeError),
+    (nnx.StateMismatchError, KeyError),
+    (nnx.ShapeDtypeError, ValueError),
+    (nnx.TraceContextError, RuntimeError),
   ]:
     assert issubclass(cls, nnx.NnxError) and issubclass(cls, builtin)

@@ -25,28 +25,30 @@ def paths(state):
 
 
 @pytest.mark.parametrize(
-    "flt,expected",
-    [
-        (nnx.Param, ["sub/w", "w"]),
-        (..., ["buf", "c", "s", "sub/w", "t", "v", "w"]),
-        (True, ["buf", "c", "s", "sub/w", "t", "v", "w"]),
-        (None, []),
-        (False, []),
-        ((nnx.BatchStat, nnx.Cache), ["c", "s"]),
-        (nnx.Any(nnx.BatchStat, nnx.Cache), ["c", "s"]),
-        (nnx.All(nnx.Variable, nnx.Not(nnx.Param), nnx.Not(nnx.BatchStat), nnx.Not(nnx.Cache)),
-         ["t", "v"]),
-        (nnx.Not(nnx.Variable), ["buf"]),
-        (nnx.buffers, ["buf"]),
-        (nnx.PathContains("sub"), ["sub/w"]),
-        (nnx.OfType(nnx.Cache), ["c"]),
-        ("special", ["t"]),
-        ("params", ["sub/w", "w"]),
-        (nnx.WithTag("batch_stats"), ["s"]),
-        (nnx.Everything(), ["buf", "c", "s", "sub/w", "t", "v", "w"]),
-        (nnx.Nothing(), []),
-        (lambda path, v: path[-1] == "w", ["sub/w", "w"]),
-    ],
+  "flt,expected",
+  [
+    (nnx.Param, ["sub/w", "w"]),
+    (..., ["buf", "c", "s", "sub/w", "t", "v", "w"]),
+    (True, ["buf", "c", "s", "sub/w", "t", "v", "w"]),
+    (None, []),
+    (False, []),
+    ((nnx.BatchStat, nnx.Cache), ["c", "s"]),
+    (nnx.Any(nnx.BatchStat, nnx.Cache), ["c", "s"]),
+    (
+      nnx.All(nnx.Variable, nnx.Not(nnx.Param), nnx.Not(nnx.BatchStat), nnx.Not(nnx.Cache)),
+      ["t", "v"],
+    ),
+    (nnx.Not(nnx.Variable), ["buf"]),
+    (nnx.buffers, ["buf"]),
+    (nnx.PathContains("sub"), ["sub/w"]),
+    (nnx.OfType(nnx.Cache), ["c"]),
+    ("special", ["t"]),
+    ("params", ["sub/w", "w"]),
+    (nnx.WithTag("batch_stats"), ["s"]),
+    (nnx.Everything(), ["buf", "c", "s", "sub/w", "t", "v", "w"]),
+    (nnx.Nothing(), []),
+    (lambda path, v: path[-1] == "w", ["sub/w", "w"]),
+  ],
 )
 def test_filter_selects(flt, expected):
   assert paths(nnx.state(Model(), flt)) == expected

@@ -22,7 +22,12 @@ class Foo(nnx.Module):
 def test_node_vs_static_attributes():
   state, moduledef = Foo(nnx.Rngs(0)).partition()
   assert sorted("/".join(p) for p in state.flat_state()) == [
-      "jax_buffer", "np_buffer", "submodule/bias", "submodule/kernel", "variable"]
+    "jax_buffer",
+    "np_buffer",
+    "submodule/bias",
+    "submodule/kernel",
+    "variable",
+  ]
   m = moduledef.merge(state)
   assert m.list == [1, 2, 3] and m.str == "hello"
 
@@ -69,7 +74,9 @@ def test_set_attributes_train_eval():
   assert m.deterministic and m.inner.use_running_average
   m.train()
   assert not m.deterministic and not m.inner.use_running_average
-  with pytest.raises(nnx.UnknownAttributeError, match=r"no module has the attribute\(s\) \['detrministic'\]"):
+  with pytest.raises(
+    nnx.UnknownAttributeError, match=r"no module has the attribute\(s\) \['detrministic'\]"
+  ):
     m.set_attributes(detrministic=True)
 
 

@@ -12,19 +12,19 @@ from nnx_eqx.testing._graphs import Counter
 N = 200  # examples per law in CI
 
 FILTER_POOL = [
-    nnx.Param,
-    nnx.BatchStat,
-    nnx.Cache,
-    Counter,
-    nnx.Variable,
-    nnx.Not(nnx.Param),
-    nnx.All(nnx.Variable, nnx.Not(nnx.Cache)),
-    nnx.Any(nnx.Intermediate, nnx.BatchStat),
-    nnx.PathContains("m2"),
-    nnx.buffers,
-    "params",
-    lambda path, value: len(path) > 2,
-    None,
+  nnx.Param,
+  nnx.BatchStat,
+  nnx.Cache,
+  Counter,
+  nnx.Variable,
+  nnx.Not(nnx.Param),
+  nnx.All(nnx.Variable, nnx.Not(nnx.Cache)),
+  nnx.Any(nnx.Intermediate, nnx.BatchStat),
+  nnx.PathContains("m2"),
+  nnx.buffers,
+  "params",
+  lambda path, value: len(path) > 2,
+  None,
 ]
 
 

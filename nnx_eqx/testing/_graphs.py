@@ -17,7 +17,8 @@ reference cycles. Use it to property-test code that consumes modules:
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
@@ -59,15 +60,15 @@ def arrays(draw, dtypes=DTYPES, max_rank: int = 2, max_side: int = 3):
 
 @st.composite
 def graphs(
-    draw,
-    max_modules: int = 5,
-    max_variables: int = 6,
-    variable_types: tuple[type, ...] = VARIABLE_TYPES,
-    dtypes: tuple[str, ...] = DTYPES,
-    sharing: bool = True,
-    cycles: bool = True,
-    raw_arrays: bool = True,
-    containers: bool = True,
+  draw,
+  max_modules: int = 5,
+  max_variables: int = 6,
+  variable_types: tuple[type, ...] = VARIABLE_TYPES,
+  dtypes: tuple[str, ...] = DTYPES,
+  sharing: bool = True,
+  cycles: bool = True,
+  raw_arrays: bool = True,
+  containers: bool = True,
 ):
   """A random Module graph (the root Module is returned).
 

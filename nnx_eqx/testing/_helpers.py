@@ -26,7 +26,7 @@ def tree_allclose(a: Any, b: Any, *, rtol: float = 0.0, atol: float = 0.0) -> bo
   """
   la, ta = jax.tree_util.tree_flatten(a)
   lb, tb = jax.tree_util.tree_flatten(b)
-  if ta != tb:
+  if ta != tb:  # type: ignore[operator]
     return False
   for x, y in zip(la, lb):
     if hasattr(x, "dtype") != hasattr(y, "dtype"):

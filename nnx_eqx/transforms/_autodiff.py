@@ -14,7 +14,7 @@ from .._variables import Param, Variable
 from . import _lift
 
 
-def _grad_state(w, idxs: list[int], grads: list, trace) -> State:
+def _grad_state(w, idxs: list[int], grads: list, trace) -> State | Variable:
   items = []
   for i, g in zip(idxs, grads):
     s = w.slots[i]

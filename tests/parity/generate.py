@@ -1,6 +1,6 @@
 """Records the scenarios' results with flax.nnx (run in an environment with flax).
 
-    PYTHONPATH=tests/parity python tests/parity/generate.py
+PYTHONPATH=tests/parity python tests/parity/generate.py
 """
 
 import json

@@ -57,15 +57,19 @@ def run(nnx):
   out["paths_all"] = _paths(state)
   out["leaves_all"] = len(jax.tree.leaves(state))
   for name, flt in [
-      ("param", nnx.Param),
-      ("batchstat", nnx.BatchStat),
-      ("count", Count),
-      ("cache", nnx.Cache),
-      ("variable", nnx.Variable),
-      ("not_param", nnx.Not(nnx.Param)),
-      ("plain", nnx.All(nnx.Variable, nnx.Not(nnx.Param), nnx.Not(nnx.BatchStat),
-                        nnx.Not(nnx.Cache), nnx.Not(Count))),
-      ("path_b", nnx.PathContains("b")),
+    ("param", nnx.Param),
+    ("batchstat", nnx.BatchStat),
+    ("count", Count),
+    ("cache", nnx.Cache),
+    ("variable", nnx.Variable),
+    ("not_param", nnx.Not(nnx.Param)),
+    (
+      "plain",
+      nnx.All(
+        nnx.Variable, nnx.Not(nnx.Param), nnx.Not(nnx.BatchStat), nnx.Not(nnx.Cache), nnx.Not(Count)
+      ),
+    ),
+    ("path_b", nnx.PathContains("b")),
   ]:
     out[f"leaves_{name}"] = len(jax.tree.leaves(nnx.state(m, flt)))
   _, params, rest = nnx.split(m, nnx.Param, ...)
@@ -108,5 +112,6 @@ def run(nnx):
   out["rngs_jit_dropout_count"] = int(r.dropout.count.value)
 
   out["iter_modules_paths"] = sorted(
-      "/".join(map(str, p)) for p, node in nnx.iter_graph(m) if isinstance(node, nnx.Module))
+    "/".join(map(str, p)) for p, node in nnx.iter_graph(m) if isinstance(node, nnx.Module)
+  )
   return out
