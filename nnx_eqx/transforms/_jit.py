@@ -61,7 +61,8 @@ class JitWrapped:
       kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
     return args, kwargs, (static, skw)
 
-  def __call__(self, *args, **kwargs):
+  def _prepare(self, args: tuple, kwargs: dict):
+    """``(walk, jit static key, leaves, rest, argsplit)`` for a call."""
     if self.static_argnums or self.static_argnames:
       args, kwargs, static_vals = self._split_static(args, kwargs)
     else:
@@ -72,6 +73,10 @@ class JitWrapped:
       args = args + (kwargs,)
     split, w, leaves, rest = _lift.prepare(args)
     key = (w.graphdef if w is not None else None, split, static_vals, len(args), kw_names)
+    return w, key, leaves, rest, split
+
+  def __call__(self, *args, **kwargs):
+    w, key, leaves, rest, split = self._prepare(args, kwargs)
     fn = self._jitted
     if self.donate_argnums and any(i in self.donate_argnums for i in split.arg_of_node):
       fn = self._donating()
@@ -85,16 +90,7 @@ class JitWrapped:
 
   def lower(self, *args, **kwargs):
     """Lowers for the given arguments (``jax.stages.Lowered``), for inspecting HLO."""
-    if self.static_argnums or self.static_argnames:
-      args, kwargs, static_vals = self._split_static(args, kwargs)
-    else:
-      static_vals = _NO_STATIC
-    kw_names = None
-    if kwargs:
-      kw_names = tuple(kwargs)
-      args = args + (kwargs,)
-    split, w, leaves, rest = _lift.prepare(args)
-    key = (w.graphdef if w is not None else None, split, static_vals, len(args), kw_names)
+    _, key, leaves, rest, _ = self._prepare(args, kwargs)
     return self._jitted.lower(key, leaves, rest)
 
 
