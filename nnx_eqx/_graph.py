@@ -30,7 +30,7 @@ from ._node_types import register_graph_node_type as register_graph_node_type
 from ._node_types import register_leaf_type as register_leaf_type
 from ._state import State
 from ._tracing import current_trace
-from ._variables import Variable
+from ._variables import Variable, new_variable
 from ._walk import _DELETE as _DELETE
 from ._walk import _MODULE_IMPL_HOLDER as _MODULE_IMPL_HOLDER
 from ._walk import Walk as Walk
@@ -48,15 +48,11 @@ _ARRAYS = (jax.Array, np.ndarray)
 def _build_state(w: Walk, idxs, trace, path_offset: int = 0) -> State:
   root: dict = {}
   slots, paths = w.slots, w.paths
-  new, from_dict = object.__new__, State._from_dict
+  from_dict = State._from_dict
   for i in idxs:
     s = slots[i]
     if isinstance(s, Variable):
-      leaf = new(type(s))
-      ld = leaf.__dict__
-      ld["_value"] = s._value
-      ld["_metadata"] = dict(s._metadata)
-      ld["_trace"] = trace
+      leaf = new_variable(type(s), s._value, dict(s._metadata), trace)
     else:
       leaf = s._value
     path = paths[i]
@@ -68,27 +64,6 @@ def _build_state(w: Walk, idxs, trace, path_offset: int = 0) -> State:
       d = sub._mapping
     d[path[-1]] = leaf
   return from_dict(root)
-
-
-def _to_state(d: dict) -> State:
-  """Wraps nested plain dicts into States, iteratively (graphs may be very deep)."""
-  order: list[tuple[dict, object]] = []
-  stack: list[tuple[dict, object]] = [(d, None)]
-  while stack:
-    cur, key_parent = stack.pop()
-    order.append((cur, key_parent))
-    for k, v in cur.items():
-      if type(v) is dict:
-        stack.append((v, (cur, k)))
-  root = None
-  for cur, key_parent in reversed(order):
-    st = State._from_dict(cur)
-    if key_parent is None:
-      root = st
-    else:
-      parent, k = key_parent  # type: ignore[misc]
-      parent[k] = st
-  return root  # type: ignore[return-value]
 
 
 def split(node: Any, *filters: Filter) -> tuple:

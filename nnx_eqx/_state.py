@@ -207,9 +207,24 @@ class State(MutableMapping):
 
 
 def _wrap(d: dict) -> State:
-  from ._graph import _to_state
-
-  return _to_state(d)
+  """Wraps nested plain dicts into States, iteratively (graphs may be very deep)."""
+  order: list[tuple[dict, object]] = []
+  stack: list[tuple[dict, object]] = [(d, None)]
+  while stack:
+    cur, key_parent = stack.pop()
+    order.append((cur, key_parent))
+    for k, v in cur.items():
+      if type(v) is dict:
+        stack.append((v, (cur, k)))
+  root = None
+  for cur, key_parent in reversed(order):
+    st = State._from_dict(cur)
+    if key_parent is None:
+      root = st
+    else:
+      parent, k = key_parent  # type: ignore[misc]
+      parent[k] = st
+  return root  # type: ignore[return-value]
 
 
 def _flatten_into(m: dict, prefix: Path, out: dict) -> None:

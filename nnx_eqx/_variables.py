@@ -71,6 +71,17 @@ def with_metadata(
   return wrapped
 
 
+def new_variable(cls: type, value: Any, metadata: dict, trace: Any) -> Variable:
+  """Builds a ``cls`` Variable directly (no ``__init__``): the fast path used by
+  split, merge, pytree unflattening and gradients. ``metadata`` is not copied."""
+  v: Variable = object.__new__(cls)
+  d = v.__dict__
+  d["_value"] = value
+  d["_metadata"] = metadata
+  d["_trace"] = trace
+  return v
+
+
 def _unwrap(x):
   return x._value if isinstance(x, Variable) else x
 
@@ -200,12 +211,7 @@ class Variable(Generic[A]):
 
   def copy(self) -> Variable[A]:
     """A shallow copy (same value object, copied metadata), owned by the current trace."""
-    new = object.__new__(type(self))
-    d = new.__dict__
-    d["_value"] = self._value
-    d["_metadata"] = dict(self._metadata)
-    d["_trace"] = current_trace()
-    return new
+    return new_variable(type(self), self._value, dict(self._metadata), current_trace())
 
   @property
   def type(self) -> type:
@@ -426,12 +432,8 @@ def _hashable_items(md: dict) -> bool:
 
 def _make_unflatten(cls):
   def unflatten(aux, children):
-    v = object.__new__(cls)
-    d = v.__dict__
-    d["_value"] = children[0]
-    d["_metadata"] = dict(aux.items) if isinstance(aux, _MetaBox) else dict(aux)
-    d["_trace"] = current_trace()
-    return v
+    md = dict(aux.items) if isinstance(aux, _MetaBox) else dict(aux)
+    return new_variable(cls, children[0], md, current_trace())
 
   return unflatten
 

@@ -23,7 +23,7 @@ from ._graphdef import GraphDef, StaticValue, _metadata_from_def, _var_metadata_
 from ._node_types import LEAF, MAP, NODE, REF, SEQ, STATIC, VAR, NodeImpl, node_impl
 from ._state import non_exhaustive_error
 from ._tracing import current_trace
-from ._variables import Variable
+from ._variables import Variable, new_variable
 
 _LEAF_DEF = (LEAF,)
 
@@ -390,71 +390,11 @@ def unflatten(
   objects by index.
   """
   nodes: list = [None] * graphdef.n_nodes
-  if not reuse:
+  with _BulkOp():
     builder = graphdef._builder
     if builder is None:
-      with _BulkOp():
-        builder = graphdef._builder = _compile(graphdef.defn)
-    with _BulkOp():
-      root = builder(iter(leaves).__next__, nodes, current_trace())
-    if nodes_out is not None:
-      nodes_out.extend(nodes)
-    return root
-  it = iter(leaves)
-  trace = current_trace()
-
-  def build(defn):
-    tag = defn[0]
-    if tag == LEAF:
-      leaf = next(it)
-      return leaf._value if isinstance(leaf, Variable) else leaf
-    if tag == STATIC:
-      return defn[1].value
-    if tag == REF:
-      return nodes[defn[1]]
-    if tag == VAR:
-      _, cls, i, mdef = defn
-      leaf = next(it)
-      if isinstance(leaf, Variable):
-        value, md = leaf._value, dict(leaf._metadata)
-      else:
-        value, md = leaf, _metadata_from_def(mdef)
-      v = reuse.get(i) if reuse else None
-      if v is None:
-        v = object.__new__(cls)
-        vd = v.__dict__
-        vd["_trace"] = trace
-      else:
-        vd = v.__dict__
-      vd["_value"] = value
-      vd["_metadata"] = md
-      nodes[i] = v
-      return v
-    if tag == NODE:
-      _, cls, i, attrs, meta = defn
-      impl = node_impl(cls)
-      obj = reuse.get(i) if reuse else None
-      if obj is None:
-        obj = impl.create(cls, meta, trace)
-      else:
-        impl.clear(obj)
-      nodes[i] = obj
-      impl.set_children(obj, [(k, build(sub)) for k, sub in attrs])
-      return obj
-    if tag == SEQ:
-      items = [build(s) for s in defn[2]]
-      t = defn[1]
-      if t is list:
-        return items
-      if t is tuple:
-        return tuple(items)
-      return t(*items)
-    if tag == MAP:
-      return defn[1]((k, build(s)) for k, s in defn[2])
-    raise AssertionError(defn)
-
-  with _BulkOp():
-    root = build(graphdef.defn)
+      builder = graphdef._builder = _compile(graphdef.defn)
+    root = builder(iter(leaves).__next__, nodes, current_trace(), reuse or None)
   if nodes_out is not None:
     nodes_out.extend(nodes)
   return root
@@ -471,20 +411,21 @@ _new = object.__new__
 
 
 def _compile(defn):
+  """Turns a definition tuple into a builder ``(next_leaf, nodes, trace, reuse) -> obj``."""
   tag = defn[0]
   if tag == LEAF:
 
-    def leaf_builder(nxt, nodes, trace):
+    def leaf_builder(nxt, nodes, trace, reuse):
       leaf = nxt()
       return leaf._value if isinstance(leaf, Variable) else leaf
 
     return leaf_builder
   if tag == STATIC:
     value = defn[1].value
-    return lambda nxt, nodes, trace: value
+    return lambda nxt, nodes, trace, reuse: value
   if tag == REF:
     ref = defn[1]
-    return lambda nxt, nodes, trace: nodes[ref]
+    return lambda nxt, nodes, trace, reuse: nodes[ref]
   if tag == VAR:
     return _compile_var(defn)
   if tag == NODE:
@@ -492,13 +433,13 @@ def _compile(defn):
   if tag == SEQ:
     t, subs = defn[1], [_compile(s) for s in defn[2]]
     if t is list:
-      return lambda nxt, nodes, trace: [g(nxt, nodes, trace) for g in subs]
+      return lambda nxt, nodes, trace, reuse: [g(nxt, nodes, trace, reuse) for g in subs]
     if t is tuple:
-      return lambda nxt, nodes, trace: tuple([g(nxt, nodes, trace) for g in subs])
-    return lambda nxt, nodes, trace: t(*[g(nxt, nodes, trace) for g in subs])
+      return lambda nxt, nodes, trace, reuse: tuple([g(nxt, nodes, trace, reuse) for g in subs])
+    return lambda nxt, nodes, trace, reuse: t(*[g(nxt, nodes, trace, reuse) for g in subs])
   if tag == MAP:
     t, items = defn[1], [(k, _compile(s)) for k, s in defn[2]]
-    return lambda nxt, nodes, trace: t([(k, g(nxt, nodes, trace)) for k, g in items])
+    return lambda nxt, nodes, trace, reuse: t([(k, g(nxt, nodes, trace, reuse)) for k, g in items])
   raise AssertionError(defn)
 
 
@@ -506,17 +447,18 @@ def _compile_var(defn):
   _, cls, i, mdef = defn
   md0 = _metadata_from_def(mdef)
 
-  def var_builder(nxt, nodes, trace):
+  def var_builder(nxt, nodes, trace, reuse):
     leaf = nxt()
-    v = _new(cls)
-    vd = v.__dict__
     if isinstance(leaf, Variable):
-      vd["_value"] = leaf._value
-      vd["_metadata"] = dict(leaf._metadata)
+      value, md = leaf._value, dict(leaf._metadata)
     else:
-      vd["_value"] = leaf
-      vd["_metadata"] = dict(md0) if md0 else {}
-    vd["_trace"] = trace
+      value, md = leaf, dict(md0)
+    v = reuse.get(i) if reuse else None
+    if v is None:
+      v = new_variable(cls, value, md, trace)
+    else:
+      vd = v.__dict__
+      vd["_value"], vd["_metadata"] = value, md
     nodes[i] = v
     return v
 
@@ -530,23 +472,31 @@ def _compile_node(defn):
     statics = {k: sub[1].value for k, sub in attrs if sub[0] == STATIC}
     dyn = [(k, _compile(sub)) for k, sub in attrs if sub[0] != STATIC]
 
-    def module_builder(nxt, nodes, trace):
-      obj = _new(cls)
-      d = obj.__dict__
-      d["_nnx_trace"] = trace
+    def module_builder(nxt, nodes, trace, reuse):
+      obj = reuse.get(i) if reuse else None
+      if obj is None:
+        obj = _new(cls)
+        obj.__dict__["_nnx_trace"] = trace
+      else:
+        impl.clear(obj)
       nodes[i] = obj
+      d = obj.__dict__
       d.update(statics)
       for k, g in dyn:
-        d[k] = g(nxt, nodes, trace)
+        d[k] = g(nxt, nodes, trace, reuse)
       return obj
 
     return module_builder
   subs = [(k, _compile(sub)) for k, sub in attrs]
 
-  def node_builder(nxt, nodes, trace):
-    obj = impl.create(cls, meta, trace)
+  def node_builder(nxt, nodes, trace, reuse):
+    obj = reuse.get(i) if reuse else None
+    if obj is None:
+      obj = impl.create(cls, meta, trace)
+    else:
+      impl.clear(obj)
     nodes[i] = obj
-    impl.set_children(obj, [(k, g(nxt, nodes, trace)) for k, g in subs])
+    impl.set_children(obj, [(k, g(nxt, nodes, trace, reuse)) for k, g in subs])
     return obj
 
   return node_builder

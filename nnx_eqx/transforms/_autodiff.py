@@ -10,7 +10,7 @@ import jax
 from .._filters import Filter, to_predicate
 from .._state import State
 from .._tracing import current_trace
-from .._variables import Param, Variable
+from .._variables import Param, Variable, new_variable
 from . import _lift
 
 
@@ -18,12 +18,7 @@ def _grad_state(w, idxs: list[int], grads: list, trace) -> State | Variable:
   items = []
   for i, g in zip(idxs, grads):
     s = w.slots[i]
-    if isinstance(s, Variable):
-      v = object.__new__(type(s))
-      d = v.__dict__
-      d["_value"], d["_metadata"], d["_trace"] = g, dict(s._metadata), trace
-    else:
-      v = g
+    v = new_variable(type(s), g, dict(s._metadata), trace) if isinstance(s, Variable) else g
     items.append((w.paths[i][1:], v))
   if len(items) == 1 and items[0][0] == ():
     return items[0][1]
