@@ -75,7 +75,7 @@ def _has_cycle(root) -> bool:
     if not nnx.is_graph_node(node):
       return False
     on_stack.add(id(node))
-    impl = nnx._graph.node_impl(type(node))
+    impl = nnx.graph.node_impl(type(node))
     found = any(visit_value(v) for _, v in impl.children(node))
     on_stack.discard(id(node))
     return found

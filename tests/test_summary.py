@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import pytest
 
 import nnx_eqx as nnx
-from nnx_eqx._summary import summarize, totals
+from nnx_eqx.training._summary import summarize, totals
 
 
 class Counter(nnx.Variable):

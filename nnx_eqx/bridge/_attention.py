@@ -9,8 +9,8 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 
-from .._module import Module
-from .._variables import Param
+from ..graph._variables import Param
+from ..module._module import Module
 from ._layers import Dropout
 
 

@@ -24,12 +24,12 @@ from typing import Any, ClassVar
 import equinox as eqx
 import jax.tree_util as jtu
 
-from .._containers import Dict, List
-from .._graph import StaticValue, is_graph_node
-from .._module import Module
-from .._node_types import LEAF_TYPES
-from .._tracing import current_trace
-from .._variables import Variable
+from ..graph._graph import StaticValue, is_graph_node
+from ..graph._node_types import LEAF_TYPES
+from ..graph._tracing import current_trace
+from ..graph._variables import Variable
+from ..module._containers import Dict, List
+from ..module._module import Module
 from ._context import FromEqxContext, build_eqx, impl_of
 from ._errors import MissingStateError
 from ._state import is_index

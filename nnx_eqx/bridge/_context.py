@@ -27,8 +27,8 @@ import jax.numpy as jnp
 import jax.tree_util as jtu
 import numpy as np
 
-from .._graph import NodeImpl, is_graph_node, node_impl
-from .._variables import Param, Variable
+from ..graph._graph import NodeImpl, is_graph_node, node_impl
+from ..graph._variables import Param, Variable
 from . import _registry
 from ._errors import UnconvertibleFieldError
 from ._state import EqxState, Link, fmt_path, is_index, state_value

@@ -9,8 +9,8 @@ from typing import Any
 
 import equinox as eqx
 
-from .._containers import Dict, List
-from .._graph import is_graph_node
+from ..graph._graph import is_graph_node
+from ..module._containers import Dict, List
 from ._context import FromEqxContext
 from ._errors import StatefulModuleError, UnconvertibleFieldError
 from ._shared import tie_root

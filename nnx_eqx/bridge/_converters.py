@@ -17,8 +17,8 @@ import equinox as eqx
 import jax.tree_util as jtu
 import numpy as np
 
-from .._rngs import Rngs
-from .._variables import BatchStat, Param
+from ..graph._variables import BatchStat, Param
+from ..module._rngs import Rngs
 from ..nn import Linear as NnxLinear
 from . import _attention, _layers, _norms, _recurrent
 from ._context import FromEqxContext, build_eqx, impl_of, is_array

@@ -21,7 +21,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .._module import Module
+from ..module._module import Module
 from ._convert import from_eqx
 from ._convert import to_eqx as _to_eqx
 

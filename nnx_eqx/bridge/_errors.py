@@ -7,7 +7,7 @@ offending path, what was expected and found, and the fix.
 
 from __future__ import annotations
 
-from .._errors import NnxError
+from ..graph._errors import NnxError
 
 
 class BridgeError(NnxError):

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 import equinox as eqx
 import jax.tree_util as jtu
 
-from .._module import Module
+from ..module._module import Module
 from ._context import FromEqxContext, build_eqx, impl_of, is_array
 from ._errors import BridgeError, UnconvertibleFieldError
 from ._state import EqxState, fmt_path, write_back

@@ -20,8 +20,8 @@ import jax.numpy as jnp
 import jax.random as jr
 from jax import lax
 
-from .._module import Module
-from .._variables import Param
+from ..graph._variables import Param
+from ..module._module import Module
 
 
 class Linear(Module):

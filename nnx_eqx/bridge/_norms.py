@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from .._module import Module
-from .._variables import BatchStat, Param
+from ..graph._variables import BatchStat, Param
+from ..module._module import Module
 from ._generic import check_placeholder
 from ._layers import NO_STATE
 

@@ -13,8 +13,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from .._module import Module
-from .._variables import Param
+from ..graph._variables import Param
+from ..module._module import Module
 
 
 class GRUCell(Module):

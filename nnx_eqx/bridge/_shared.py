@@ -34,8 +34,8 @@ except ImportError:  # pragma: no cover
       return "SharedNode"
 
 
-from .._graph import graphdef as _graphdef
-from .._module import Module
+from ..graph._graph import graphdef as _graphdef
+from ..module._module import Module
 from . import _registry
 from ._context import FromEqxContext, build_eqx, navigate
 from ._errors import SharedConversionError

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import equinox as eqx
 import jax.tree_util as jtu
 
-from .._variables import Variable
+from ..graph._variables import Variable
 from ._errors import MissingStateError
 
 

@@ -9,10 +9,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _node_types
-from .._containers import Dict, List
-from .._graph import is_graph_node
-from .._variables import Param, Variable
+from ..graph import _node_types
+from ..graph._graph import is_graph_node
+from ..graph._variables import Param, Variable
+from ..module._containers import Dict, List
 from . import _registry
 from ._context import is_array
 from ._errors import CycleError, SharedConversionError, UnconvertibleFieldError

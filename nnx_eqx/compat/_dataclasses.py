@@ -22,10 +22,10 @@ import dataclasses
 import functools
 from typing import Any
 
-from ._errors import NnxError
+from ..graph._errors import NnxError
+from ..graph._node_types import is_graph_node
+from ..graph._variables import Param, Variable
 from ._node_containers import Node, Static, is_node_leaf
-from ._node_types import is_graph_node
-from ._variables import Param, Variable
 
 _KEY = "nnx_box"
 _MISSING = dataclasses.MISSING
@@ -328,7 +328,7 @@ def dataclass(
   )
 
   def wrap(c: Any) -> Any:
-    from ._module import Module
+    from ..module._module import Module
     from ._pytree import Pytree
 
     if not (isinstance(c, type) and issubclass(c, (Module, Pytree))):

@@ -23,9 +23,9 @@ from typing import Any, Generic, TypeVar
 import jax
 import numpy as np
 
-from . import _node_types
-from ._errors import GraphStructureError
-from ._variables import Variable
+from ..graph import _node_types
+from ..graph._errors import GraphStructureError
+from ..graph._variables import Variable
 
 A = TypeVar("A")
 
@@ -94,7 +94,7 @@ class Static(Generic[A]):
     return self._value
 
   def __setattr__(self, name, value):
-    from ._errors import ImmutableError
+    from ..graph._errors import ImmutableError
 
     raise ImmutableError(
       f"nnx.Static is immutable; cannot set {name!r}. Fix: build a new one with"
@@ -133,7 +133,7 @@ class Static(Generic[A]):
     return self._key() == other._key()
 
   def __repr__(self) -> str:
-    from ._repr import _leaf
+    from ..graph._repr import _leaf
 
     return f"Static({_leaf(self._value)})"
 

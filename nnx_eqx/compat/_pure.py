@@ -11,9 +11,9 @@ from typing import Any
 
 import jax
 
-from . import _graph, _node_types
-from ._filters import Filter
-from ._state import State
+from ..graph import _graph, _node_types
+from ..graph._filters import Filter
+from ..graph._state import State
 
 
 class Pure(tuple):

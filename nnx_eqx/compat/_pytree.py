@@ -18,12 +18,12 @@ from typing import Any, TypeVar
 
 import jax
 
-from . import _node_types
-from ._errors import ImmutableError, NnxError
-from ._graphdef import StaticValue
+from ..graph import _node_types
+from ..graph._errors import ImmutableError, NnxError
+from ..graph._graphdef import StaticValue
+from ..graph._state import State
+from ..graph._variables import Variable
 from ._node_containers import Node, Static, is_node_leaf
-from ._state import State
-from ._variables import Variable
 
 P = TypeVar("P", bound="Pytree")
 A = TypeVar("A")
@@ -173,7 +173,7 @@ class Pytree(metaclass=_PytreeMeta):
     return new
 
   def __repr__(self) -> str:
-    from ._repr import _leaf
+    from ..graph._repr import _leaf
 
     d = self.__dict__
     items = ", ".join(f"{k}={_leaf(getattr(self, k))}" for k in _fields(d))

@@ -24,14 +24,14 @@ from typing import Any
 
 import jax
 
-from .._filters import Filter
-from .._graph import node_impl, state
-from .._module import Module
-from ._axes import Carry, StateAxes, broadcast_prefix
-from ._errors import ScanLengthError
-from ._rng_split import split_rngs
-from ._scan import ScanWrapped
-from ._vmap import vmap
+from ..graph._filters import Filter
+from ..graph._graph import node_impl, state
+from ..module._module import Module
+from ..transforms._axes import Carry, StateAxes, broadcast_prefix
+from ..transforms._errors import ScanLengthError
+from ..transforms._rng_split import split_rngs
+from ..transforms._scan import ScanWrapped
+from ..transforms._vmap import vmap
 from ._wrappers import CallProxy
 
 

@@ -8,9 +8,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from ._graphdef import ApplyCaller, GraphDef
+from ..graph._graphdef import ApplyCaller, GraphDef
+from ..graph._state import State
 from ._pytree import Pytree, TreeNode
-from ._state import State
 
 M = TypeVar("M")
 

@@ -15,8 +15,8 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from .._module import Module
-from ._remat import RematWrapped
+from ..module._module import Module
+from ..transforms._remat import RematWrapped
 
 
 class MethodPath:

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from . import _graph, _version
-from ._errors import NnxError
-from ._graph import NodeImpl
+from ..graph import _graph, _version
+from ..graph._errors import NnxError
+from ..graph._graph import NodeImpl
+from ..graph._tracing import check_trace
 from ._module import Module, _containerize
-from ._tracing import check_trace
 
 
 class List(Module):

@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from . import _graph, _node_types, _version
-from ._errors import NnxError, UnknownAttributeError
-from ._filters import Filter
-from ._graph import NodeImpl, is_node
-from ._state import State
-from ._tracing import check_trace, current_trace
-from ._variables import Intermediate, Variable
+from ..graph import _graph, _node_types, _version
+from ..graph._errors import NnxError, UnknownAttributeError
+from ..graph._filters import Filter
+from ..graph._graph import NodeImpl, is_node
+from ..graph._state import State
+from ..graph._tracing import check_trace, current_trace
+from ..graph._variables import Intermediate, Variable
 
 M = TypeVar("M", bound="Module")
 _MISSING = object()
@@ -111,12 +111,12 @@ class Module:
     object.__delattr__(self, name)
 
   def __repr__(self) -> str:
-    from ._repr import module_repr
+    from ..graph._repr import module_repr
 
     return module_repr(self)
 
   def __treescope_repr__(self, path, subtree_renderer):
-    from ._repr import treescope_module
+    from ..graph._repr import treescope_module
 
     return treescope_module(self, path, subtree_renderer)
 
@@ -134,7 +134,7 @@ class Module:
       >>> sorted(params)
       ['bias', 'kernel']
     """
-    from ._pure import Pure
+    from ..compat._pure import Pure
 
     graphdef, *states = _graph.split(self, *filters)
     return Pure(states[0] if len(states) == 1 else tuple(states), graphdef)
@@ -233,7 +233,7 @@ class Module:
       >>> d.deterministic
       True
     """
-    from ._filters import to_predicate
+    from ..graph._filters import to_predicate
 
     preds = [to_predicate(f) for f in filters]
     found: set[str] = set()

@@ -15,9 +15,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from ._errors import NnxError
+from ..graph._errors import NnxError
+from ..graph._variables import Variable
 from ._module import Module
-from ._variables import Variable
 
 
 class RngState(Variable):

@@ -9,9 +9,9 @@ import jax.numpy as jnp
 from jax import lax
 from jaxtyping import Array, Float
 
-from .._module import Module
-from .._rngs import Rngs, RngStream
-from .._variables import Cache
+from ..graph._variables import Cache
+from ..module._module import Module
+from ..module._rngs import Rngs, RngStream
 from . import initializers
 from ._common import (
   CacheError,

@@ -8,7 +8,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from .._errors import NnxError
+from ..graph._errors import NnxError
 
 Dtype = Any
 Initializer = Any

@@ -10,9 +10,9 @@ import jax.numpy as jnp
 from jax import lax
 from jaxtyping import Array, Float
 
-from .._module import Module
-from .._rngs import Rngs
-from .._variables import Param
+from ..graph._variables import Param
+from ..module._module import Module
+from ..module._rngs import Rngs
 from . import initializers
 from ._common import (
   Dtype,

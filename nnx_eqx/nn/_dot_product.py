@@ -9,8 +9,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._module import Module
-from .._variables import Intermediate
+from ..graph._variables import Intermediate
+from ..module._module import Module
 from ._common import Dtype, InputShapeError, LayerConfigError, PrecisionLike, promote_dtype
 
 

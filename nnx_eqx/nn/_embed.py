@@ -9,9 +9,9 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float, Shaped
 
-from .._module import Module
-from .._rngs import Rngs
-from .._variables import Param
+from ..graph._variables import Param
+from ..module._module import Module
+from ..module._rngs import Rngs
 from . import initializers
 from ._common import Dtype, Initializer, InputDtypeError, check_features, promote_dtype
 

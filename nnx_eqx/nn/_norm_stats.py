@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from jax import lax
 from jaxtyping import Array
 
-from .._variables import Param
+from ..graph._variables import Param
 from ._common import (
   Dtype,
   InputShapeError,

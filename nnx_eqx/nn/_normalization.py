@@ -11,9 +11,9 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._module import Module
-from .._rngs import Rngs
-from .._variables import BatchStat
+from ..graph._variables import BatchStat
+from ..module._module import Module
+from ..module._rngs import Rngs
 from . import initializers
 from ._common import Dtype, Initializer, LayerConfigError, first_from, promote_dtype
 from ._norm_stats import (

@@ -12,8 +12,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._module import Module
-from .._rngs import Rngs, RngStream
+from ..module._module import Module
+from ..module._rngs import Rngs, RngStream
 from . import initializers
 from ._common import Dtype, Initializer, MissingRngsError, check_features
 from ._linear import Linear

@@ -10,8 +10,8 @@ import jax.numpy as jnp
 from jax import lax
 from jaxtyping import Array, Float
 
-from .._module import Module
-from .._rngs import Rngs, RngStream
+from ..module._module import Module
+from ..module._rngs import Rngs, RngStream
 from ._common import MissingRngsError, RngsTypeError, first_from
 
 

@@ -37,8 +37,8 @@ from jax.nn import swish as swish
 from jax.numpy import tanh as tanh
 from jaxtyping import Array, Float
 
-from .._module import Module
-from .._variables import Param
+from ..graph._variables import Param
+from ..module._module import Module
 from ._common import Dtype
 
 

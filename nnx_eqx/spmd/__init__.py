@@ -29,7 +29,7 @@ from typing import Any
 import jax
 from jax.sharding import NamedSharding, PartitionSpec
 
-from ._node_types import is_graph_node
+from ..graph._node_types import is_graph_node
 from ._spmd_axes import PARTITION_NAME as PARTITION_NAME
 from ._spmd_axes import add_axis as add_axis
 from ._spmd_axes import remove_axis as remove_axis
@@ -43,8 +43,8 @@ from ._spmd_rules import logical_to_mesh as logical_to_mesh
 from ._spmd_rules import logical_to_mesh_axes as logical_to_mesh_axes
 from ._spmd_rules import logical_to_mesh_sharding as logical_to_mesh_sharding
 from ._spmd_rules import set_logical_axis_rules as set_logical_axis_rules
-from ._state import State
-from ._variables import Variable, with_metadata
+from ..graph._state import State
+from ..graph._variables import Variable, with_metadata
 
 
 # --------------------------------------------------------------------------
@@ -231,7 +231,7 @@ def with_sharding_constraint(x: Any, shardings: Any = None, mesh: Any = None) ->
     P('data',)
   """
   if is_graph_node(x):
-    from ._graph import variables
+    from ..graph._graph import variables
 
     state = variables(x)
     for path, v in state.flat_state().items():

@@ -6,8 +6,8 @@ from typing import Any
 
 import jax
 
+from ..graph._variables import Variable
 from ._spmd_rules import ShardingError
-from ._variables import Variable
 
 PARTITION_NAME = "partition_name"
 """Key of ``transform_metadata`` naming the stacked axis (seed-era name)."""

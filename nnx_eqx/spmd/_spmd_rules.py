@@ -16,7 +16,7 @@ from typing import Any
 import jax
 from jax.sharding import NamedSharding, PartitionSpec
 
-from ._errors import NnxError
+from ..graph._errors import NnxError
 
 Rules = Sequence[tuple[str, Any]]
 

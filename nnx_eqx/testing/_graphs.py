@@ -24,10 +24,10 @@ import jax.numpy as jnp
 import numpy as np
 from hypothesis import strategies as st
 
-from .. import _graph
-from .._containers import List
-from .._module import Module
-from .._variables import BatchStat, Cache, Intermediate, Param, Variable
+from ..graph import _graph
+from ..graph._variables import BatchStat, Cache, Intermediate, Param, Variable
+from ..module._containers import List
+from ..module._module import Module
 
 
 class Node(Module):

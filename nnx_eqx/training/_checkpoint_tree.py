@@ -17,9 +17,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._errors import GraphStructureError
-from ._state import State
-from ._variables import Variable
+from ..graph._errors import GraphStructureError
+from ..graph._state import State
+from ..graph._variables import Variable
 
 _SCALARS = (bool, int, float, complex)
 

@@ -17,12 +17,12 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from . import _graph
-from ._errors import GraphStructureError, StateMismatchError
-from ._filters import Filter
-from ._module import Module
-from ._state import State
-from ._variables import Param, Variable
+from ..graph import _graph
+from ..graph._errors import GraphStructureError, StateMismatchError
+from ..graph._filters import Filter
+from ..graph._state import State
+from ..graph._variables import Param, Variable
+from ..module._module import Module
 
 
 class OptState(Variable):

@@ -17,9 +17,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from ._graph import is_graph_node, walk
-from ._rngs import RngState
-from ._variables import Variable
+from ..graph._graph import is_graph_node, walk
+from ..graph._variables import Variable
+from ..module._rngs import RngState
 
 ARRAY_COLUMN = "array"
 """The column of raw arrays stored on modules (not wrapped in a Variable)."""

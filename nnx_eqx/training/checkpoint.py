@@ -31,12 +31,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..graph._errors import NnxError
+from ..graph._graph import is_graph_node, update
+from ..graph._graph import state as _state
+from ..graph._state import State
 from . import _checkpoint_tree as _tree
 from ._checkpoint_tree import CheckpointMismatchError as CheckpointMismatchError
-from ._errors import NnxError
-from ._graph import is_graph_node, update
-from ._graph import state as _state
-from ._state import State
 
 _META_KEY = "nnx_eqx"  # our entry in orbax's custom metadata (JSON)
 

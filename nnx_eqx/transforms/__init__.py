@@ -23,11 +23,4 @@ from ._rng_split import SplitBackups as SplitBackups
 from ._rng_split import restore_rngs as restore_rngs
 from ._rng_split import split_rngs as split_rngs
 from ._scan import scan as scan
-from ._seed_scan import Scan as Scan
-from ._seed_scan import ScanOptions as ScanOptions
-from ._seed_scan import scan_apply as scan_apply
-from ._seed_scan import scan_init as scan_init
 from ._vmap import vmap as vmap
-from ._wrappers import Remat as Remat
-from ._wrappers import RematOptions as RematOptions
-from ._wrappers import remat_apply as remat_apply

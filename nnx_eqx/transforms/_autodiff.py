@@ -7,10 +7,10 @@ from collections.abc import Callable, Sequence
 
 import jax
 
-from .._filters import Filter, to_predicate
-from .._state import State
-from .._tracing import current_trace
-from .._variables import Param, Variable, new_variable
+from ..graph._filters import Filter, to_predicate
+from ..graph._state import State
+from ..graph._tracing import current_trace
+from ..graph._variables import Param, Variable, new_variable
 from . import _lift
 
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import jax
 
-from .._filters import Filter, filter_name, to_predicate
-from .._node_types import is_node
+from ..graph._filters import Filter, filter_name, to_predicate
+from ..graph._node_types import is_node
 from . import _lift
 from ._errors import AxisSpecError, fmt_path
 

@@ -20,8 +20,8 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from .._errors import NnxError
-from .._tracing import current_trace
+from ..graph._errors import NnxError
+from ..graph._tracing import current_trace
 from . import _lift
 
 _DYNAMIC = (jax.Array, np.ndarray, np.generic)

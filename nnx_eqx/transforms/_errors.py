@@ -7,7 +7,7 @@ the fix.
 
 from __future__ import annotations
 
-from .._errors import NnxError
+from ..graph._errors import NnxError
 
 
 class AxisSpecError(NnxError, ValueError):

@@ -7,7 +7,7 @@ from typing import Any
 
 import jax
 
-from .. import _graph
+from ..graph import _graph
 from . import _lift
 from ._dispatch import join_rest, split_rest
 

@@ -15,8 +15,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from .. import _graph, spmd
-from .._variables import Variable
+from .. import spmd
+from ..graph import _graph
+from ..graph._variables import Variable
 from . import _lift
 from ._axes import Carry, broadcast_prefix, resolve
 from ._errors import AxisRankError, AxisSizeError, AxisSpecError, fmt_path

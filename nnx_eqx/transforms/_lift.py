@@ -24,9 +24,9 @@ from typing import Any, NamedTuple
 
 import jax
 
-from .. import _graph, _version
-from .._graph import GraphDef, Walk, is_node, node_impl
-from .._variables import Variable
+from ..graph import _graph, _version
+from ..graph._graph import GraphDef, Walk, is_node, node_impl
+from ..graph._variables import Variable
 
 
 class ArgSplit(NamedTuple):

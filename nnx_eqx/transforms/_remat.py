@@ -99,7 +99,7 @@ def remat(
 
   def wrap(fn: Callable):
     if isinstance(fn, type):
-      from ._wrappers import Remat
+      from ..compat._wrappers import Remat
 
       return Remat(fn, prevent_cse=prevent_cse, static_argnums=static_argnums, policy=policy)
     init = is_init if is_init is not None else getattr(fn, "__name__", "") == "__init__"

@@ -17,9 +17,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from .._filters import Filter, to_predicate
-from .._graph import iter_graph
-from .._rngs import RngStream
+from ..graph._filters import Filter, to_predicate
+from ..graph._graph import iter_graph
+from ..module._rngs import RngStream
 from . import _lift
 
 _MISSING: Any = object()
@@ -81,7 +81,7 @@ def _streams(node: Any, predicate) -> list[RngStream]:
 
 
 def _is_variable(x) -> bool:
-  from .._variables import Variable
+  from ..graph._variables import Variable
 
   return isinstance(x, Variable)
 

@@ -19,8 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _graph
-from .._variables import Variable
+from ..graph import _graph
+from ..graph._variables import Variable
 from . import _lift
 from ._axes import Carry, StateAxes, arg_specs, broadcast_prefix, is_axis_leaf, leaf_axes
 from ._carry import NodeRef, Promote, check_same, check_tree, fill_refs, has_refs, mark_nodes
@@ -398,7 +398,7 @@ def scan(
     (2, 3)
   """
   if seed_options or (isinstance(f, type)):
-    from ._seed_scan import seed_scan
+    from ..compat._seed_scan import seed_scan
 
     seed_options.setdefault("metadata_params", transform_metadata)
     return seed_scan(

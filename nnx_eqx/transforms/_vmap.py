@@ -10,7 +10,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from .. import _graph
+from ..graph import _graph
 from . import _lift
 from ._axes import arg_specs, check_no_carry, leaf_axes
 from ._dispatch import Dispatcher, Lifted, join_rest

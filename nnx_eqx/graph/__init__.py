@@ -1,0 +1,54 @@
+"""The graph engine: Variables, node types, filters, GraphDef, the walk, State,
+and the functional API (split/merge/state/update/pop/clone) built on them.
+
+Nothing here imports the rest of the package. Modules (``nnx_eqx.module``) and
+everything above them build on these names.
+"""
+
+from . import _repr as _repr  # installs the reprs of Variable, State and GraphDef
+from ._errors import FilterError as FilterError
+from ._errors import GraphStructureError as GraphStructureError
+from ._errors import ImmutableError as ImmutableError
+from ._errors import NnxError as NnxError
+from ._errors import ShapeDtypeError as ShapeDtypeError
+from ._errors import StateMismatchError as StateMismatchError
+from ._errors import TraceContextError as TraceContextError
+from ._errors import UnknownAttributeError as UnknownAttributeError
+from ._errors import UnknownFilterError as UnknownFilterError
+from ._filters import All as All
+from ._filters import Any as Any
+from ._filters import Everything as Everything
+from ._filters import Filter as Filter
+from ._filters import Not as Not
+from ._filters import Nothing as Nothing
+from ._filters import OfType as OfType
+from ._filters import PathContains as PathContains
+from ._filters import WithTag as WithTag
+from ._filters import buffers as buffers
+from ._filters import to_predicate as to_predicate
+from ._graph import GraphDef as GraphDef
+from ._graph import NodeImpl as NodeImpl
+from ._graph import StaticValue as StaticValue
+from ._graph import clone as clone
+from ._graph import graphdef as graphdef
+from ._graph import is_graph_node as is_graph_node
+from ._graph import is_node as is_node
+from ._graph import iter_graph as iter_graph
+from ._graph import iter_modules as iter_modules
+from ._graph import merge as merge
+from ._graph import node_impl as node_impl
+from ._graph import pop as pop
+from ._graph import register_graph_node_type as register_graph_node_type
+from ._graph import register_leaf_type as register_leaf_type
+from ._graph import split as split
+from ._graph import state as state
+from ._graph import update as update
+from ._graph import variables as variables
+from ._state import State as State
+from ._variables import BatchStat as BatchStat
+from ._variables import Cache as Cache
+from ._variables import Intermediate as Intermediate
+from ._variables import Param as Param
+from ._variables import Variable as Variable
+from ._variables import VariableMetadata as VariableMetadata
+from ._variables import with_metadata as with_metadata
