@@ -31,6 +31,8 @@ import optax
 
 import nnx_eqx as nnx
 
+from .bridge import _demo as _bridged
+
 NUM_CLASSES = 10
 
 
@@ -248,9 +250,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
   start = time.perf_counter()
   data = load_data(args.seed)
   if args.from_eqx:
-    from .bridge import _demo as bridged
-
-    model: nnx.Module = bridged.to_nnx(bridged.build_eqx_cnn(jax.random.key(args.seed)))
+    model: nnx.Module = _bridged.to_nnx(_bridged.build_eqx_cnn(jax.random.key(args.seed)))
     print("model: an Equinox CNN converted with nnx.from_eqx")
   else:
     model = build_model(args.seed)
@@ -277,8 +277,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     "wall_seconds": time.perf_counter() - start,
   }
   if args.from_eqx:
-    eqx_model = bridged.to_eqx(model)  # type: ignore[arg-type]
-    summary["eqx_test_accuracy"] = bridged.eqx_accuracy(
+    eqx_model = _bridged.to_eqx(model)  # type: ignore[arg-type]
+    summary["eqx_test_accuracy"] = _bridged.eqx_accuracy(
       eqx_model, jnp.asarray(data.x_test), jnp.asarray(data.y_test)
     )
     print(

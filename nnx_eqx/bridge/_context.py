@@ -263,9 +263,7 @@ class FromEqxContext:
       out = self.run(conv.to_nnx, value, path)
       if out is not NotImplemented:
         return out
-    from ._generic import generic_to_nnx
-
-    return self.run(generic_to_nnx, value, path)
+    return self.run(_registry.GENERIC["to_nnx"], value, path)
 
   def run(self, fn, value, path):
     """Calls ``fn(value, self)`` with ``value``/``path`` as the current module."""

@@ -28,7 +28,10 @@ import equinox as eqx
 import jax.tree_util as jtu
 
 from ..module._module import Module
+from . import _registry
+from ._bridged import NnxModule, bridged_from_nnx, bridged_to_nnx
 from ._context import FromEqxContext, build_eqx, impl_of, is_array
+from ._convert import to_eqx_parts
 from ._errors import BridgeError, UnconvertibleFieldError
 from ._state import EqxState, fmt_path, write_back
 from ._to_eqx import ToEqxContext
@@ -109,8 +112,6 @@ def nnx_class(eqx_type: type) -> type:
 
 
 def _view(module: EqxModule):
-  from ._convert import to_eqx_parts
-
   model, state, links, _ = to_eqx_parts(module)
   return model, state, links
 
@@ -181,8 +182,6 @@ def _stateful_call(eqx_type, name, bound, args, kwargs, state, links):
 
 def generic_to_nnx(value: eqx.Module, ctx: FromEqxContext) -> EqxModule:
   """``nnx.from_eqx`` for an Equinox module without a registered converter."""
-  from ._bridged import NnxModule, bridged_to_nnx
-
   if isinstance(value, NnxModule):
     return bridged_to_nnx(value, ctx)
   cls = nnx_class(type(value))
@@ -226,3 +225,13 @@ def generic_to_eqx(module: EqxModule, ctx: ToEqxContext) -> eqx.Module:
     else:
       values[f.name] = ctx.convert(v, ctx.path + (f.name,), state_types=(EqxState,))
   return build_eqx(eqx_type, **values)
+
+
+def _any_to_eqx(module: Any, ctx: ToEqxContext) -> eqx.Module:
+  """``nnx.to_eqx`` for an NNX module without a registered converter."""
+  if isinstance(module, EqxModule):
+    return generic_to_eqx(module, ctx)
+  return bridged_from_nnx(module, ctx)
+
+
+_registry.GENERIC.update(to_nnx=generic_to_nnx, to_eqx=_any_to_eqx)

@@ -43,6 +43,11 @@ class Converter(NamedTuple):
 _TO_NNX: dict[type, Converter] = {}
 _TO_EQX: dict[type, Converter] = {}
 
+GENERIC: dict[str, Callable[[Any, Any], Any]] = {}
+"""The conversions for types without a converter: ``"to_nnx"`` (any ``eqx.Module``)
+and ``"to_eqx"`` (any NNX module). They build on the contexts that call them, so
+``_generic`` registers them here."""
+
 
 def _name(t: type) -> str:
   return f"{t.__module__}.{t.__qualname__}"

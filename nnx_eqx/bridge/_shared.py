@@ -37,6 +37,7 @@ except ImportError:  # pragma: no cover
 from ..graph._graph import graphdef as _graphdef
 from ..module._module import Module
 from . import _registry
+from ._bridged import NnxModule, call_nnx
 from ._context import FromEqxContext, build_eqx, navigate
 from ._errors import SharedConversionError
 from ._state import fmt_path
@@ -273,8 +274,6 @@ class SharedRoot(eqx.nn.StatefulLayer):
     return self._forward(name)
 
   def _forward(self, name: str) -> Any:
-    from ._bridged import NnxModule, call_nnx
-
     inner = self.shared()
     if isinstance(inner, NnxModule):
       fn = getattr(getattr(type(inner), name, None), "__wrapped__", None)

@@ -179,13 +179,7 @@ class ToEqxContext:
       out = self.run(conv.to_eqx, value, path)
       if out is not NotImplemented:
         return out
-    from ._generic import EqxModule, generic_to_eqx
-
-    if isinstance(value, EqxModule):
-      return self.run(generic_to_eqx, value, path)
-    from ._bridged import bridged_from_nnx
-
-    return self.run(bridged_from_nnx, value, path)
+    return self.run(_registry.GENERIC["to_eqx"], value, path)
 
   def run(self, fn, value, path):
     """Calls ``fn(value, self)`` with ``value``/``path`` as the current module."""

@@ -3,10 +3,14 @@
 ``Pure`` (what ``Module.partition`` returns), ``Pytree``/``TreeNode``,
 ``Node``/``Static``/``register_node_type``, ``nnx.dataclass`` and its field
 helpers, ``TrainState``, and the ``Scan``/``Remat`` class wrappers. This package
-builds on the library's layers and nothing in them imports it.
+builds on the library's layers and nothing in them imports it; where a core
+entry point must hand over to a seed-era type (``Module.partition``,
+``nnx.scan``/``nnx.remat`` on a Module class), it is registered below.
 """
 
-from ._dataclasses import DataclassError as DataclassError
+from ..module._module import SEED_HOOKS as _MODULE_HOOKS
+from ..transforms._seed_hooks import SEED_HOOKS as _TRANSFORM_HOOKS
+from ._boxes import DataclassError as DataclassError
 from ._dataclasses import dataclass as dataclass
 from ._dataclasses import field as field
 from ._dataclasses import node_field as node_field
@@ -25,7 +29,11 @@ from ._seed_scan import Scan as Scan
 from ._seed_scan import ScanOptions as ScanOptions
 from ._seed_scan import scan_apply as scan_apply
 from ._seed_scan import scan_init as scan_init
+from ._seed_scan import seed_scan as seed_scan
 from ._train_state import TrainState as TrainState
 from ._wrappers import Remat as Remat
 from ._wrappers import RematOptions as RematOptions
 from ._wrappers import remat_apply as remat_apply
+
+_MODULE_HOOKS["pure"] = Pure
+_TRANSFORM_HOOKS.update(scan=seed_scan, remat=Remat)

@@ -24,7 +24,8 @@ import jax
 import numpy as np
 
 from ..graph import _node_types
-from ..graph._errors import GraphStructureError
+from ..graph._errors import GraphStructureError, ImmutableError
+from ..graph._repr import _leaf
 from ..graph._variables import Variable
 
 A = TypeVar("A")
@@ -94,8 +95,6 @@ class Static(Generic[A]):
     return self._value
 
   def __setattr__(self, name, value):
-    from ..graph._errors import ImmutableError
-
     raise ImmutableError(
       f"nnx.Static is immutable; cannot set {name!r}. Fix: build a new one with"
       " `nnx.Static(new_value)`."
@@ -133,8 +132,6 @@ class Static(Generic[A]):
     return self._key() == other._key()
 
   def __repr__(self) -> str:
-    from ..graph._repr import _leaf
-
     return f"Static({_leaf(self._value)})"
 
   def __reduce__(self):

@@ -21,8 +21,10 @@ import jax
 from ..graph import _node_types
 from ..graph._errors import ImmutableError, NnxError
 from ..graph._graphdef import StaticValue
+from ..graph._repr import _leaf
 from ..graph._state import State
 from ..graph._variables import Variable
+from ._boxes import box_fields
 from ._node_containers import Node, Static, is_node_leaf
 
 P = TypeVar("P", bound="Pytree")
@@ -78,8 +80,6 @@ class _PytreeMeta(type):
     d[_INIT] = True
     try:
       obj.__init__(*args, **kwargs)
-      from ._dataclasses import box_fields
-
       box_fields(obj)
     finally:
       del d[_INIT]
@@ -173,8 +173,6 @@ class Pytree(metaclass=_PytreeMeta):
     return new
 
   def __repr__(self) -> str:
-    from ..graph._repr import _leaf
-
     d = self.__dict__
     items = ", ".join(f"{k}={_leaf(getattr(self, k))}" for k in _fields(d))
     return f"{type(self).__name__}({items})"

@@ -23,6 +23,7 @@ import jax
 import numpy as np
 
 from ._errors import UnknownFilterError
+from ._variables import Variable
 
 Predicate = Callable[[tuple, typing.Any], bool]
 Filter = typing.Any
@@ -105,8 +106,6 @@ class WithTag(_BaseFilter):
   tag: str
 
   def __call__(self, path, value):
-    from ._variables import Variable
-
     if not isinstance(value, Variable):
       return False
     return (

@@ -16,7 +16,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from . import _version
+from . import _graphdef, _version
 from ._errors import GraphStructureError, ShapeDtypeError, StateMismatchError
 from ._filters import Filter
 from ._graphdef import ApplyCaller as ApplyCaller
@@ -427,3 +427,7 @@ def register_pytree(cls: type) -> None:
   jax.tree_util.register_pytree_with_keys(
     cls, _pytree_flatten_with_keys, _pytree_unflatten, _pytree_flatten
   )
+
+
+# GraphDef's seed-era ``merge``/``apply`` methods call back into this module.
+_graphdef.ENGINE.update(merge=merge, split=split)

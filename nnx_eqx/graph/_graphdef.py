@@ -7,6 +7,10 @@ from typing import Any
 import jax
 import numpy as np
 
+ENGINE: dict[str, Any] = {}
+"""``merge`` and ``split`` for the seed-era methods below. They are defined in
+``_graph``, which builds on this module, and installed here by it."""
+
 
 # --------------------------------------------------------------------------
 # Static values and GraphDef
@@ -98,22 +102,10 @@ class GraphDef:
     """How many leaves (distinct Variables and raw arrays) the graph has."""
     return len(self.paths)
 
-  def __repr__(self) -> str:
-    from ._repr import graphdef_repr
-
-    return graphdef_repr(self)
-
-  def __treescope_repr__(self, path, subtree_renderer):
-    from ._repr import treescope_graphdef
-
-    return treescope_graphdef(self, path, subtree_renderer)
-
   # Seed-era API -----------------------------------------------------------
   def merge(self, *states: Any) -> Any:
     """Builds a new graph from this GraphDef and states (see ``nnx.merge``)."""
-    from ._graph import merge
-
-    return merge(self, *states)
+    return ENGINE["merge"](self, *states)
 
   def apply(self, *states: Any) -> ApplyCaller:
     """Seed-era functional call: ``graphdef.apply(state)(x)`` or
@@ -147,14 +139,12 @@ class ApplyCaller:
     return ApplyCaller(self._graphdef, self._states, self._accessors + ((False, key),))
 
   def __call__(self, *args, **kwargs):
-    from ._graph import merge, split
-
-    node = merge(self._graphdef, *self._states)
+    node = ENGINE["merge"](self._graphdef, *self._states)
     target = node
     for is_attr, k in self._accessors:
       target = getattr(target, k) if is_attr else target[k]
     out = target(*args, **kwargs)
-    graphdef, state = split(node)
+    graphdef, state = ENGINE["split"](node)
     return out, (state, graphdef)
 
 

@@ -15,6 +15,11 @@ from typing import Any
 import jax
 import numpy as np
 
+from ._graphdef import GraphDef, _metadata_from_def
+from ._node_types import LEAF, MAP, NODE, REF, SEQ, STATIC, VAR, is_graph_node, is_node, node_impl
+from ._state import State
+from ._variables import Variable
+
 MAX_DEPTH = 8
 """Modules nested deeper than this print as ``Name(...)``."""
 
@@ -101,8 +106,6 @@ def variable_repr(v) -> str:
 
 
 def _children(obj) -> list:
-  from ._graph import node_impl
-
   impl = node_impl(type(obj))
   return impl.children(obj) if impl else []
 
@@ -154,8 +157,6 @@ def module_repr(
 
 
 def _has_nodes(v: Any) -> bool:
-  from ._graph import is_node
-
   if is_node(v):
     return True
   if isinstance(v, (list, tuple)):
@@ -168,9 +169,6 @@ def _has_nodes(v: Any) -> bool:
 def _value_repr(v: Any, indent: str, seen: dict, depth: int, path: tuple, max_depth: int) -> str:
   """Repr of one attribute value: Modules and Variables (also inside tuples,
   lists and dicts) recursively with sharing marks, anything else compactly."""
-  from ._graph import is_graph_node
-  from ._variables import Variable
-
   if is_graph_node(v):
     return module_repr(v, indent, seen, depth + 1, path, max_depth)
   if isinstance(v, Variable):
@@ -197,9 +195,6 @@ def _value_repr(v: Any, indent: str, seen: dict, depth: int, path: tuple, max_de
 
 
 def state_repr(s, indent: str = "") -> str:
-  from ._state import State
-  from ._variables import Variable
-
   if not len(s):
     return "State({})"
   inner = indent + "  "
@@ -320,9 +315,6 @@ def graphdef_view(g) -> Any:
   """The GraphDef's structure as nested objects that treescope renders: nodes
   as ``Type(attr=...)``, Variables by type and metadata, leaves as ``<array>``,
   shared objects as ``<shared: path>``."""
-  from ._graphdef import _metadata_from_def
-  from ._node_types import LEAF, MAP, NODE, REF, SEQ, STATIC, VAR
-
   first: dict[int, tuple] = {}
 
   def view(defn, path):
@@ -362,3 +354,14 @@ def treescope_graphdef(g, path, subtree_renderer):
     subtree_renderer=subtree_renderer,
     roundtrippable=False,
   )
+
+
+# Variables, States and GraphDefs are defined below this module, so their reprs
+# are installed on them from here (Modules, above, call ``module_repr`` themselves).
+for _cls, _text, _tree in (
+  (Variable, variable_repr, treescope_variable),
+  (State, state_repr, treescope_state),
+  (GraphDef, graphdef_repr, treescope_graphdef),
+):
+  setattr(_cls, "__repr__", _text)
+  setattr(_cls, "__treescope_repr__", _tree)

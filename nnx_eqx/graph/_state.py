@@ -84,16 +84,6 @@ class State(MutableMapping):
 
   __hash__ = None  # type: ignore[assignment]
 
-  def __repr__(self) -> str:
-    from ._repr import state_repr
-
-    return state_repr(self)
-
-  def __treescope_repr__(self, path, subtree_renderer):
-    from ._repr import treescope_state
-
-    return treescope_state(self, path, subtree_renderer)
-
   # -- flat views ---------------------------------------------------------
   def flat_state(self) -> dict[Path, Any]:
     """Returns ``{path: leaf}`` in traversal (sorted-graph) order."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from jax.extend.core import get_opaque_trace_state as _get_state
 
+from ._errors import TraceContextError
+
 
 def current_trace():
   """Returns an opaque token of the current JAX trace, comparable with ``==``."""
@@ -18,8 +20,6 @@ def check_trace(owner_trace, what: str) -> None:
     what: a description of the object for the message, e.g. ``"Param at 'w'"``.
   """
   if owner_trace != _get_state(convention="flax"):
-    from ._errors import TraceContextError
-
     raise TraceContextError(
       f"Cannot mutate {what}: it was created in a different JAX trace than the"
       " current one (for example outside a `jax.jit`, `jax.grad` or"

@@ -256,18 +256,8 @@ class Variable(Generic[A]):
   def __index__(self) -> int:
     return operator.index(self._value)  # type: ignore[arg-type]
 
-  def __repr__(self) -> str:
-    from ._repr import variable_repr
-
-    return variable_repr(self)
-
   def _repr_pretty_(self, p, cycle):  # IPython
     p.text(repr(self))
-
-  def __treescope_repr__(self, path, subtree_renderer):
-    from ._repr import treescope_variable
-
-    return treescope_variable(self, path, subtree_renderer)
 
 
 def _binary(op, reflected=False):

@@ -13,7 +13,7 @@ from ..graph import _graph, _version
 from ..graph._errors import NnxError
 from ..graph._graph import NodeImpl
 from ..graph._tracing import check_trace
-from ._module import Module, _containerize
+from ._module import CONTAINERS, Module, _containerize
 
 
 class List(Module):
@@ -169,3 +169,6 @@ class Dict(Module, Mapping):
 
 
 Map = Dict
+
+
+CONTAINERS.update({list: List, dict: Dict})

@@ -15,14 +15,23 @@ from typing import Any, TypeVar
 
 from ..graph import _graph, _node_types, _version
 from ..graph._errors import NnxError, UnknownAttributeError
-from ..graph._filters import Filter
+from ..graph._filters import Filter, to_predicate
 from ..graph._graph import NodeImpl, is_node
+from ..graph._repr import module_repr, treescope_module
 from ..graph._state import State
 from ..graph._tracing import check_trace, current_trace
 from ..graph._variables import Intermediate, Variable
 
 M = TypeVar("M", bound="Module")
 _MISSING = object()
+
+CONTAINERS: dict[type, Callable[[Any], Any]] = {}
+"""``{list: nnx.List, dict: nnx.Dict}``: the container Modules that plain lists and
+dicts of nodes become. ``_containers`` subclasses Module, so it registers them here."""
+
+SEED_HOOKS: dict[str, Callable[..., Any]] = {}
+"""``"pure"``: the seed-era ``nnx.Pure`` that ``partition`` returns. It lives in
+``nnx_eqx.compat``, which builds on this layer and registers it here."""
 
 
 def _is_array(x) -> bool:
@@ -42,15 +51,9 @@ def _contains_node(x) -> bool:
 def _containerize(value):
   """Lists/dicts that hold nodes become nnx.List/nnx.Dict, so that mutating them
   is seen as a structural change (keeping graph caches correct)."""
-  t = type(value)
-  if t is list and _contains_node(value):
-    from ._containers import List
-
-    return List(value)
-  if t is dict and _contains_node(value):
-    from ._containers import Dict
-
-    return Dict(value)
+  wrap = CONTAINERS.get(type(value))
+  if wrap is not None and _contains_node(value):
+    return wrap(value)
   return value
 
 
@@ -111,13 +114,9 @@ class Module:
     object.__delattr__(self, name)
 
   def __repr__(self) -> str:
-    from ..graph._repr import module_repr
-
     return module_repr(self)
 
   def __treescope_repr__(self, path, subtree_renderer):
-    from ..graph._repr import treescope_module
-
     return treescope_module(self, path, subtree_renderer)
 
   # -- seed-era API ---------------------------------------------------------
@@ -134,10 +133,8 @@ class Module:
       >>> sorted(params)
       ['bias', 'kernel']
     """
-    from ..compat._pure import Pure
-
     graphdef, *states = _graph.split(self, *filters)
-    return Pure(states[0] if len(states) == 1 else tuple(states), graphdef)
+    return SEED_HOOKS["pure"](states[0] if len(states) == 1 else tuple(states), graphdef)
 
   def get_state(self) -> State:
     """The State of every leaf (seed-era name of ``nnx.state(m)``)."""
@@ -233,8 +230,6 @@ class Module:
       >>> d.deterministic
       True
     """
-    from ..graph._filters import to_predicate
-
     preds = [to_predicate(f) for f in filters]
     found: set[str] = set()
     for path, m in _graph.iter_modules(self):

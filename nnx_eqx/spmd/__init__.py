@@ -29,6 +29,7 @@ from typing import Any
 import jax
 from jax.sharding import NamedSharding, PartitionSpec
 
+from ..graph._graph import variables as _variables
 from ..graph._node_types import is_graph_node
 from ._spmd_axes import PARTITION_NAME as PARTITION_NAME
 from ._spmd_axes import add_axis as add_axis
@@ -231,9 +232,7 @@ def with_sharding_constraint(x: Any, shardings: Any = None, mesh: Any = None) ->
     P('data',)
   """
   if is_graph_node(x):
-    from ..graph._graph import variables
-
-    state = variables(x)
+    state = _variables(x)
     for path, v in state.flat_state().items():
       spec = _spec_at(shardings, path, v)
       v.value = _constrain(v.value, spec, mesh, _fmt(path))

@@ -28,6 +28,7 @@ from ..graph import _graph
 from ..graph._variables import BatchStat, Cache, Intermediate, Param, Variable
 from ..module._containers import List
 from ..module._module import Module
+from ._helpers import tree_allclose
 
 
 class Node(Module):
@@ -177,8 +178,6 @@ def sharing_classes(node: Any) -> set[frozenset]:
 def same_graph(a: Any, b: Any) -> bool:
   """True if two graphs have equal GraphDefs, the same sharing, and bitwise
   equal leaves with equal dtypes and Variable metadata."""
-  from ._helpers import tree_allclose
-
   wa, wb = _graph.walk_uncached(a), _graph.walk_uncached(b)
   if wa.graphdef != wb.graphdef or sharing_classes(a) != sharing_classes(b):
     return False

@@ -9,6 +9,7 @@ import jax
 
 from . import _lift
 from ._dispatch import Dispatcher, Lifted, join_rest, positional
+from ._seed_hooks import SEED_HOOKS
 
 
 class RematWrapped(Lifted):
@@ -99,9 +100,9 @@ def remat(
 
   def wrap(fn: Callable):
     if isinstance(fn, type):
-      from ..compat._wrappers import Remat
-
-      return Remat(fn, prevent_cse=prevent_cse, static_argnums=static_argnums, policy=policy)
+      return SEED_HOOKS["remat"](
+        fn, prevent_cse=prevent_cse, static_argnums=static_argnums, policy=policy
+      )
     init = is_init if is_init is not None else getattr(fn, "__name__", "") == "__init__"
     if init:
       return fn

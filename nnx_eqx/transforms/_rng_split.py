@@ -19,6 +19,7 @@ import jax.numpy as jnp
 
 from ..graph._filters import Filter, to_predicate
 from ..graph._graph import iter_graph
+from ..graph._variables import Variable
 from ..module._rngs import RngStream
 from . import _lift
 
@@ -81,8 +82,6 @@ def _streams(node: Any, predicate) -> list[RngStream]:
 
 
 def _is_variable(x) -> bool:
-  from ..graph._variables import Variable
-
   return isinstance(x, Variable)
 
 

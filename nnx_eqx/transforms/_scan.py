@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import spmd
 from ..graph import _graph
 from ..graph._variables import Variable
 from . import _lift
@@ -27,6 +28,7 @@ from ._carry import NodeRef, Promote, check_same, check_tree, fill_refs, has_ref
 from ._dispatch import Dispatcher, Lifted, join_rest, positional, rest_leaves
 from ._errors import AxisSpecError, LiftedStructureError, ScanLengthError
 from ._leafaxes import GraphAxes, check_axes, describe_rest, describe_state, norm_axis
+from ._seed_hooks import SEED_HOOKS
 
 NAME = "nnx.scan"
 _DEFAULT_AXES = (Carry, 0)
@@ -285,8 +287,6 @@ class _BodyHooks:
   def after(self, nodes, out):
     tm = self.w.tm
     if tm and nodes:
-      from .. import spmd
-
       slots = _graph.walk_uncached(nodes).slots
       for i, s in enumerate(slots):
         a = self.axes.state_axes[i]
@@ -398,10 +398,8 @@ def scan(
     (2, 3)
   """
   if seed_options or (isinstance(f, type)):
-    from ..compat._seed_scan import seed_scan
-
     seed_options.setdefault("metadata_params", transform_metadata)
-    return seed_scan(
+    return SEED_HOOKS["scan"](
       f,
       length=length,
       reverse=reverse,
