@@ -54,8 +54,9 @@ def load_data(seed: int = 0, test_fraction: float = 0.2) -> Data:
     >>> data.x_train.shape, data.x_test.shape, float(data.x_train.max())
     ((1437, 8, 8, 1), (360, 8, 8, 1), 1.0)
   """
+  # scikit-learn, tqdm and matplotlib come with the optional `demo` extra
   from sklearn.datasets import load_digits
-  from sklearn.model_selection import train_test_split
+  from sklearn.model_selection import train_test_split  # optional: the `demo` extra
 
   digits = load_digits()
   x = (digits.images / 16.0).astype(np.float32)[..., None]
@@ -155,7 +156,7 @@ def train(
   steps (the last incomplete batch is dropped, so every step has one shape and
   compiles once) and evaluates on the test set.
   """
-  from tqdm.auto import tqdm
+  from tqdm.auto import tqdm  # optional: the `demo` extra
 
   optimizer = nnx.Optimizer(model, optax.adam(lr), wrt=nnx.Param)
   rng = np.random.default_rng(seed)
@@ -196,10 +197,10 @@ def train(
 
 def save_outputs(output: str | Path, history: list[dict[str, float]], summary: dict) -> None:
   """Writes ``metrics.json`` (summary and per-epoch history) and ``training.png``."""
-  import matplotlib
+  import matplotlib  # optional: the `demo` extra
 
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
+  import matplotlib.pyplot as plt  # optional: the `demo` extra
 
   out = Path(output)
   out.mkdir(parents=True, exist_ok=True)

@@ -1,11 +1,17 @@
-"""Developer tooling: jaxtyping checks at test time, and the benchmark report.
+"""Developer tooling: jaxtyping checks at test time, the benchmark report, and
+the package's import discipline.
 
 ``conftest.py`` installs ``jaxtyping.install_import_hook("nnx_eqx.nn",
 "beartype.beartype")`` before nnx_eqx is imported; the first tests show that a
 call violating a layer's annotation fails with jaxtyping's error, before the
 layer's own code runs. The last ones check ``benchmarks/run_all.py``'s report
-(ratios, markdown, plots) on synthetic rows.
+(ratios, markdown, plots) on synthetic rows. The layering itself is checked by
+``lint-imports`` (contracts in ``pyproject.toml``); the test here keeps imports at
+module level, where import-linter and readers see them.
 """
+
+import ast
+import pathlib
 
 import jax.numpy as jnp
 import jaxtyping
@@ -101,3 +107,56 @@ def test_benchmark_rows_are_validated():
   with pytest.raises(KeyError, match="has no metric"):
     run_all.normalize("x", [{"case": "c", "impl": "a", "speed": 1.0}])
   assert run_all.discover(None)[0] == "overhead"
+
+
+# --------------------------------------------------------------------------
+# Imports live at module level (optional dependencies excepted)
+# --------------------------------------------------------------------------
+OPTIONAL_IMPORTS = {"treescope", "orbax", "sklearn", "tqdm", "matplotlib", "flax"}
+"""Third-party packages that may be imported inside a function, each with a
+comment saying why: extras (``demo``, ``checkpoint``) or notebook-only renderers."""
+
+
+def _local_imports(source: str) -> list[tuple[int, str]]:
+  """``(line, module)`` of each import inside a function body that is not an
+  optional dependency on a line carrying (or following) a comment."""
+  lines = source.splitlines()
+  found = []
+  for fn in ast.walk(ast.parse(source)):
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+      continue
+    for node in ast.walk(fn):
+      if isinstance(node, ast.ImportFrom):
+        names = ["." * node.level + (node.module or "")]
+      elif isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+      else:
+        continue
+      commented = "#" in lines[node.lineno - 1] or "#" in lines[node.lineno - 2]
+      for name in names:
+        if not (name.split(".")[0] in OPTIONAL_IMPORTS and commented):
+          found.append((node.lineno, name))
+  return found
+
+
+def test_no_function_local_imports_in_the_package():
+  package = pathlib.Path(nnx.__file__).parent
+  offenders = [
+    f"{path.relative_to(package.parent)}:{line}: {name}"
+    for path in sorted(package.rglob("*.py"))
+    for line, name in _local_imports(path.read_text())
+  ]
+  assert offenders == [], "import at module level instead (or register from above):\n" + (
+    "\n".join(offenders)
+  )
+
+
+def test_the_local_import_check_flags_what_it_should():
+  source = (
+    "def f():\n"
+    "  from ._graph import merge\n"
+    "  import orbax.checkpoint  # optional: the checkpoint extra\n"
+    "  x = 1\n"
+    "  import matplotlib\n"
+  )
+  assert _local_imports(source) == [(2, "._graph"), (5, "matplotlib")]

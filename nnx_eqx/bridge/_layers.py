@@ -11,6 +11,7 @@ modules: ``nnx.split``, ``nnx.jit``, ``nnx.grad`` and ``nnx.Optimizer`` apply.
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
 from typing import Any
@@ -248,8 +249,6 @@ def _takes_key(layer: Any) -> bool:
   t = type(layer)
   ok = _KEY_CACHE.get(t)
   if ok is None:
-    import inspect
-
     try:
       params = inspect.signature(t.__call__).parameters.values()
       ok = any(p.name == "key" or p.kind is p.VAR_KEYWORD for p in params)

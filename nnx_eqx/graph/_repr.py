@@ -241,7 +241,7 @@ def variable_color(cls: type) -> str:
 
 
 def treescope_module(m, path, subtree_renderer):
-  from treescope import repr_lib
+  from treescope import repr_lib  # only when a notebook renders: keeps `import nnx_eqx` light
 
   return repr_lib.render_object_constructor(
     object_type=type(m),
@@ -253,7 +253,7 @@ def treescope_module(m, path, subtree_renderer):
 
 
 def treescope_variable(v, path, subtree_renderer):
-  from treescope import repr_lib
+  from treescope import repr_lib  # only when a notebook renders: keeps `import nnx_eqx` light
 
   return repr_lib.render_object_constructor(
     object_type=type(v),
@@ -266,7 +266,7 @@ def treescope_variable(v, path, subtree_renderer):
 
 
 def treescope_state(s, path, subtree_renderer):
-  from treescope import repr_lib
+  from treescope import repr_lib  # only when a notebook renders: keeps `import nnx_eqx` light
 
   return repr_lib.render_dictionary_wrapper(
     object_type=type(s),
@@ -284,7 +284,7 @@ class _DefView:
     self.cls, self.attrs, self.color = cls, attrs, color
 
   def __treescope_repr__(self, path, subtree_renderer):
-    from treescope import repr_lib
+    from treescope import repr_lib  # only when a notebook renders: keeps `import nnx_eqx` light
 
     return repr_lib.render_object_constructor(
       object_type=self.cls,
@@ -306,7 +306,7 @@ class _Note:
     return self.text
 
   def __treescope_repr__(self, path, subtree_renderer):
-    from treescope import rendering_parts
+    from treescope import rendering_parts  # only when a notebook renders
 
     return rendering_parts.text(self.text)
 
@@ -345,7 +345,7 @@ def graphdef_view(g) -> Any:
 
 
 def treescope_graphdef(g, path, subtree_renderer):
-  from treescope import repr_lib
+  from treescope import repr_lib  # only when a notebook renders: keeps `import nnx_eqx` light
 
   return repr_lib.render_object_constructor(
     object_type=type(g),

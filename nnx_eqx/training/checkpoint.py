@@ -27,6 +27,7 @@ import os
 import pathlib
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -51,7 +52,7 @@ class CheckpointExistsError(NnxError, FileExistsError):
 
 def _orbax():
   try:
-    import orbax.checkpoint as ocp
+    import orbax.checkpoint as ocp  # optional: the `checkpoint` extra
   except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError(
       "nnx_eqx.checkpoint needs orbax-checkpoint. Fix: pip install 'nnx_eqx[checkpoint]'."
@@ -198,8 +199,6 @@ def eqx_serialise_filter_spec(f: Any, x: Any) -> None:
     >>> spec = nnx.checkpoint.eqx_serialise_filter_spec
     >>> eqx.tree_serialise_leaves(f, nnx.Rngs(0), filter_spec=spec)
   """
-  import equinox as eqx
-
   if _tree.is_key(x):
     x = jax.random.key_data(x)
   eqx.default_serialise_filter_spec(f, x)
@@ -226,8 +225,6 @@ def eqx_deserialise_filter_spec(f: Any, x: Any) -> Any:
     >>> int(back.default.count.value)
     1
   """
-  import equinox as eqx
-
   if _tree.is_key(x):
     data = jnp.asarray(np.load(f, allow_pickle=False))
     return jax.random.wrap_key_data(data, impl=_tree.key_impl(x))
