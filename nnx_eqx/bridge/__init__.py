@@ -8,6 +8,11 @@
   ``eqx.Module``): conversions for unregistered types.
 * ``_shared``: ``eqx.nn.Shared`` <-> shared Variables; ``_state``:
   ``eqx.nn.State`` <-> non-Param Variables.
+
+Imports go one way: ``_errors``, ``_registry``, ``_state`` -> the contexts
+(``_context``, ``_to_eqx``) -> ``_bridged`` -> ``_shared`` -> ``_convert`` ->
+``_generic`` -> the layers and ``_converters``. The contexts reach the generic
+conversions through ``_registry.GENERIC``, which ``_generic`` fills.
 """
 
 from . import _converters as _converters  # registers the built-in pairs
