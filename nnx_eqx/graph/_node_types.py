@@ -24,7 +24,7 @@ def register_leaf_type(cls: type) -> None:
     >>> import nnx_eqx as nnx
     >>> class Box:
     ...   def __init__(self, x): self.x = x
-    >>> nnx._graph.register_leaf_type(Box)
+    >>> nnx.graph.register_leaf_type(Box)
     >>> m = nnx.Module(); m.b = Box(1)
     >>> list(nnx.state(m))
     ['b']
