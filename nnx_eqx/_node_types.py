@@ -59,6 +59,15 @@ class NodeImpl(NamedTuple):
 
 _NODE_IMPLS: dict[type, NodeImpl | None] = {}
 _REGISTERED: dict[type, NodeImpl] = {}
+_BY_TYPE_CACHES: list[dict] = [_NODE_IMPLS]
+
+
+def type_cache() -> dict:
+  """A new dict for facts derived from types through the node registry; it is
+  emptied whenever a graph node type is registered."""
+  cache: dict = {}
+  _BY_TYPE_CACHES.append(cache)
+  return cache
 
 
 def register_graph_node_type(cls: type, impl: NodeImpl) -> None:
@@ -69,7 +78,8 @@ def register_graph_node_type(cls: type, impl: NodeImpl) -> None:
     impl: a :class:`NodeImpl` describing how to read and rebuild it.
   """
   _REGISTERED[cls] = impl
-  _NODE_IMPLS.clear()
+  for cache in _BY_TYPE_CACHES:
+    cache.clear()
 
 
 def node_impl(t: type) -> NodeImpl | None:

@@ -29,6 +29,7 @@ class JitWrapped:
     self.donate_argnums = frozenset(donate_argnums)
     self._jitted = jax.jit(self._pure, static_argnums=(0,), **jit_kwargs)
     self._jitted_donate = None
+    self._plain = not (self.static_argnums or self.static_argnames or self.donate_argnums)
 
   def _pure(self, key, leaves, rest):
     graphdef, split, static_vals, n_args, kw_names = key
@@ -76,6 +77,11 @@ class JitWrapped:
     return w, key, leaves, rest, split
 
   def __call__(self, *args, **kwargs):
+    if self._plain and not kwargs:  # the common case, kept short: it runs on every step
+      split, w, leaves, rest = _lift.prepare(args)
+      key = (w.graphdef if w is not None else None, split, _NO_STATIC, len(args), None)
+      out, updates = self._jitted(key, leaves, rest)
+      return _lift.apply_updates(w, updates, out)
     w, key, leaves, rest, split = self._prepare(args, kwargs)
     fn = self._jitted
     if self.donate_argnums and any(i in self.donate_argnums for i in split.arg_of_node):

@@ -19,12 +19,13 @@ A lifted transform runs in four steps:
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
 
-from .. import _graph, _version
+from .. import _graph, _node_types, _version
 from .._graph import GraphDef, Walk, is_node, node_impl
 from .._variables import Variable
 
@@ -50,25 +51,68 @@ def _is_node_leaf(x) -> bool:
   return isinstance(x, Variable) or node_impl(type(x)) is not None
 
 
+class _TypeSplit(NamedTuple):
+  """How to split arguments of given types: the ArgSplit, and C-level getters
+  of the node arguments and of the rest (``args + (None,)`` picked so that a
+  node's place holds the trailing None)."""
+
+  split: ArgSplit
+  nodes: Callable[[tuple], Any]
+  rest: Callable[[tuple], Any]
+
+
+# Per tuple of argument types without containers: whether an argument is a
+# node depends on its type alone (a Variable or a registered node type).
+_SPLITS: dict = _node_types.type_cache()
+
+
 def split_args(args: tuple) -> tuple[ArgSplit, tuple, tuple]:
   """Returns ``(argsplit, nodes, rest)``: the nodes found in ``args``, and
   ``args`` with each node replaced by a placeholder."""
+  types = tuple(map(type, args))
+  ts = _SPLITS.get(types)
+  if ts is None:
+    ts = _split_of_types(args, types)
+    if ts is None:
+      return _split_generic(args)
+  if not ts.split.positions:
+    return ts.split, (), args
+  return ts.split, ts.nodes(args), ts.rest(args + (None,))
+
+
+def _split_of_types(args: tuple, types: tuple) -> _TypeSplit | None:
+  """The split for these argument types; None when a container holds items
+  (nodes may be nested: see :func:`_split_generic`)."""
   positions = []
-  generic = False
-  for i, a in enumerate(args):
-    if isinstance(a, Variable) or node_impl(type(a)) is not None:
+  for i, (a, t) in enumerate(zip(args, types)):
+    if issubclass(t, Variable) or node_impl(t) is not None:
       positions.append(i)
-    elif type(a) in _CONTAINERS and a:
-      generic = True
-  if not generic:
-    if not positions:
-      return _EMPTY_SPLIT, (), args
-    nodes = tuple(args[i] for i in positions)
-    rest = list(args)
-    for i in positions:
-      rest[i] = None
-    pos = tuple(positions)
-    return ArgSplit(pos, False, pos), nodes, tuple(rest)
+    elif t in _CONTAINERS and a:
+      return None
+  pos = tuple(positions)
+  n = len(args)
+  ts = _TypeSplit(
+    ArgSplit(pos, False, pos) if pos else _EMPTY_SPLIT,
+    _getter(pos),
+    _getter(tuple(n if i in pos else i for i in range(n))),
+  )
+  if not any(t in _CONTAINERS for t in types):  # an empty container may fill up later
+    _SPLITS[types] = ts
+  return ts
+
+
+def _getter(idx: tuple) -> Callable[[tuple], tuple]:
+  """``seq -> tuple(seq[i] for i in idx)``, done by ``operator.itemgetter``."""
+  if len(idx) == 1:
+    i = idx[0]
+    return lambda seq: (seq[i],)
+  if not idx:
+    return lambda seq: ()
+  return operator.itemgetter(*idx)
+
+
+def _split_generic(args: tuple) -> tuple[ArgSplit, tuple, tuple]:
+  """Nodes nested in containers: each is replaced by a :class:`Hole`."""
   nodes_l: list = []
   arg_of: list = []
   rest_l = []
@@ -209,9 +253,7 @@ def apply_updates(w: Walk | None, updates: Updates, out: Any) -> Any:
   """Writes updates into the caller's objects and fills output placeholders."""
   if updates.structure is None:
     if updates.index:
-      slots = w.slots  # type: ignore[union-attr]
-      for i, v in zip(updates.index, updates.values):
-        slots[i]._value = v
+      w.set_leaves(updates.index, updates.values)  # type: ignore[union-attr]
     return out
   g2, in_index = updates.structure
   old = w.nodes if w is not None else []
@@ -227,7 +269,7 @@ def prepare(args: tuple):
   if not nodes:
     return split, None, [], rest
   w = _graph.walk(nodes)
-  return split, w, [s._value for s in w.slots], rest
+  return split, w, w.leaves(), rest
 
 
 def leaf_arg_index(w: Walk, split: ArgSplit) -> list[int]:
