@@ -83,16 +83,13 @@ def _time_per_call(fn: Callable[[], Any], n: int) -> float:
   return (time.perf_counter() - t0) / n
 
 
-def _blocked_samples(fns: dict[str, Callable[[], Any]], n: int, samples: dict) -> None:
-  """Times ``n`` blocked calls of each function, alternating between them call by
-  call (in reverse order every other call), so load spikes hit all alike."""
+def _blocked_samples(fn: Callable[[], Any], n: int, out: list) -> None:
+  """Appends the seconds of ``n`` calls of ``fn``, each blocked on and timed alone."""
   clock, block = time.perf_counter, jax.block_until_ready
-  items = list(fns.items())
-  for i in range(n):
-    for k, fn in items if i % 2 == 0 else reversed(items):
-      t0 = clock()
-      block(fn())
-      samples[k].append(clock() - t0)
+  for _ in range(n):
+    t0 = clock()
+    block(fn())
+    out.append(clock() - t0)
 
 
 def interleaved(
@@ -100,12 +97,14 @@ def interleaved(
 ) -> dict[str, float]:
   """Median seconds per call of each function, timed side by side.
 
-  *Pipelined* (default: throughput; Python work overlaps the computation): each
-  round times ``n`` back-to-back calls of every function in turn, blocking on
-  the last result, and the median over rounds is returned. *Blocked*
-  (``block=True``: per-call latency): every call is blocked on and timed on
-  its own, the functions alternating call by call, and the median over all
-  ``n * rounds`` calls is returned — robust to other work on the machine.
+  Each round runs ``n`` back-to-back calls of every function in turn, so slow
+  drifts of the machine hit every implementation alike. *Pipelined* (default:
+  throughput; Python work overlaps the computation): only the last result of a
+  round is blocked on, and the median of the rounds' means is returned.
+  *Blocked* (``block=True``: per-call latency, as in a training loop that
+  reads every loss): every call is blocked on and timed alone, and the median
+  over all ``n * rounds`` calls is returned, which discards the calls that the
+  machine's other work preempted.
   """
   for fn in fns.values():
     out = None
@@ -114,11 +113,11 @@ def interleaved(
     jax.block_until_ready(out)
   samples: dict[str, list[float]] = {k: [] for k in fns}
   for _ in range(rounds):
-    if block:
-      _blocked_samples(fns, n, samples)
-      continue
     for k, fn in fns.items():
-      samples[k].append(_time_per_call(fn, n))
+      if block:
+        _blocked_samples(fn, n, samples[k])
+      else:
+        samples[k].append(_time_per_call(fn, n))
   return {k: statistics.median(v) for k, v in samples.items()}
 
 

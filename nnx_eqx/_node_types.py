@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
+from . import _version
 from ._variables import Variable
 
 # Tags of the definition tuples that make up a GraphDef.
@@ -80,6 +81,7 @@ def register_graph_node_type(cls: type, impl: NodeImpl) -> None:
   _REGISTERED[cls] = impl
   for cache in _BY_TYPE_CACHES:
     cache.clear()
+  _version.bump()  # which objects are nodes may have changed: cached walks are stale
 
 
 def node_impl(t: type) -> NodeImpl | None:

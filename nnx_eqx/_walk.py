@@ -133,6 +133,7 @@ class Walk:
     "_parents",
     "refs",
     "value_dicts",
+    "__weakref__",
   )
 
   def __init__(self, graphdef, slots, paths, nodes, owners, node_paths, epoch):

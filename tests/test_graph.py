@@ -3,6 +3,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import nnx_eqx as nnx
 
@@ -167,3 +168,23 @@ def test_modules_are_pytrees_with_key_paths():
   m2 = jax.tree.map(lambda x: x + 1, m)
   assert m2.enc is m2.dec
   np.testing.assert_array_equal(m2.enc.bias.value, np.ones(3))
+
+
+def test_merge_reads_states_of_any_split_and_reports_mismatches():
+  m = Block(nnx.Rngs(0))
+  graphdef, params, rest = nnx.split(m, nnx.Param, ...)
+  again = nnx.merge(graphdef, rest, params)  # order of the States does not matter
+  assert nnx.graphdef(again) == graphdef
+  flat = params.flat_state()
+  some = next(iter(flat))
+  # the same path twice: the later State wins, as for a flat update
+  override = nnx.State.from_flat_path({some: nnx.Param(flat[some].value * 0)})
+  merged = nnx.merge(graphdef, params, rest, override)
+  assert float(abs(nnx.state(merged).flat_state()[some].value).sum()) == 0.0
+  plain = {k: v for k, v in params.items()}  # plain dicts of States are accepted
+  assert nnx.graphdef(nnx.merge(graphdef, plain, rest)) == graphdef
+  with pytest.raises(nnx.StateMismatchError, match="missing paths: "):
+    nnx.merge(graphdef, params)
+  extra = nnx.State.from_flat_path({("nope",): nnx.Param(jnp.ones(1))})
+  with pytest.raises(nnx.StateMismatchError, match="unexpected paths: nope"):
+    nnx.merge(graphdef, params, rest, extra)

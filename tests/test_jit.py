@@ -160,3 +160,88 @@ def test_returned_grads_state_is_plain_output():
   grads = f(m, x)
   assert isinstance(grads.kernel, nnx.Param) and grads.kernel is not m.kernel
   np.testing.assert_allclose(grads.bias.value, 4 * np.ones(2))
+
+
+# -- the repeat-call fast path must notice every change between calls ----------
+class Holder(nnx.Module):
+  def __init__(self):
+    self.sub = Counter()
+    self.w = nnx.Param(jnp.ones(3))
+
+
+def _bump_all(h, x):
+  h.w.value = h.w.value + 1
+  return h.sub(x) * h.w  # the call bumps h.sub.n
+
+
+def test_repeat_calls_see_a_replaced_variable():
+  f = nnx.jit(_bump_all)
+  h = Holder()
+  f(h, jnp.ones(3))
+  old = h.w
+  h.w = nnx.Param(jnp.full(3, 10.0))
+  y = f(h, jnp.ones(3))
+  np.testing.assert_array_equal(y, np.full(3, 11.0))
+  np.testing.assert_array_equal(h.w.value, np.full(3, 11.0))
+  np.testing.assert_array_equal(old.value, np.full(3, 2.0))  # the replaced one is left alone
+
+
+def test_repeat_calls_see_a_swapped_submodule():
+  f = nnx.jit(_bump_all)
+  h = Holder()
+  f(h, jnp.ones(3))
+  old, new = h.sub, Counter()
+  h.sub = new
+  f(h, jnp.ones(3))
+  assert int(new.n.value) == 1 and int(old.n.value) == 1 and h.sub is new
+
+
+def test_repeat_calls_see_a_shared_reference_added():
+  @nnx.jit
+  def f(a, b):
+    a.v += 1
+    return a.v is b.v
+
+  a, b = nnx.Module(), nnx.Module()
+  a.v, b.v = nnx.Variable(jnp.array(0)), nnx.Variable(jnp.array(100))
+  assert not bool(f(a, b))
+  b.v = a.v
+  assert bool(f(a, b))
+  f(a, b)
+  assert int(a.v.value) == 3 and b.v is a.v
+
+
+def test_repeat_calls_with_other_objects_of_the_same_types():
+  f = nnx.jit(_bump_all)
+  h1, h2 = Holder(), Holder()
+  for _ in range(3):
+    f(h1, jnp.ones(3))
+  f(h2, jnp.ones(3))
+  f(h1, jnp.ones(3))
+  assert int(h1.sub.n.value) == 4 and int(h2.sub.n.value) == 1
+
+
+def test_repeat_calls_see_values_set_outside_and_an_argument_turned_module():
+  @nnx.jit
+  def f(m, other):
+    return m.w.value.sum() + (other.w.value.sum() if isinstance(other, Counter) else other)
+
+  m = Counter()
+  assert float(f(m, jnp.array(1.0))) == 4.0
+  m.w.value = jnp.zeros(3)  # a value change: no structural change, still seen
+  assert float(f(m, jnp.array(1.0))) == 1.0
+  assert float(f(m, Counter())) == 3.0  # same position, now a Module: split again
+
+
+def test_repeat_calls_see_an_array_attribute_replaced():
+  @nnx.jit
+  def f(m):
+    m.buf = m.buf * 2
+    return m.buf.sum()
+
+  m = nnx.Module()
+  m.buf = jnp.ones(2)
+  f(m)
+  m.buf = jnp.full(2, 5.0)  # array replaced by array: values only, the walk is kept
+  assert float(f(m)) == 20.0
+  np.testing.assert_array_equal(m.buf, np.full(2, 10.0))

@@ -20,6 +20,7 @@ A lifted transform runs in four steps:
 from __future__ import annotations
 
 import operator
+import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -272,6 +273,46 @@ def prepare(args: tuple):
   return split, w, w.leaves(), rest
 
 
+def _no_walk() -> None:
+  return None
+
+
+class LastCall:
+  """A transform's previous call, for the fast path of the next one.
+
+  When the next call passes arguments of the same types, the same node
+  objects, and no structural change happened anywhere in between (the global
+  version is unchanged), its split and walk are those of the previous call:
+  only the current leaf values are read. The walk is held weakly, so this
+  keeps no model alive.
+  """
+
+  __slots__ = ("types", "ts", "walk", "extra")
+
+  def __init__(self):
+    self.types: tuple | None = None
+    self.ts: _TypeSplit | None = None
+    self.walk: Callable[[], Walk | None] = _no_walk
+    self.extra: Any = None
+
+  def prepare(self, args: tuple, make_extra: Callable[[tuple, ArgSplit, Walk | None], Any]):
+    """:func:`prepare` plus ``extra = make_extra(args, split, walk)``, which is kept
+    with the call: ``(argsplit, walk or None, leaves, rest, extra)``."""
+    types = tuple(map(type, args))
+    if types == self.types:
+      w = self.walk()
+      if w is not None and w.epoch == _version._epoch[0]:
+        ts = self.ts
+        if all(map(operator.is_, ts.nodes(args), w.refs)):  # type: ignore[union-attr]
+          return ts.split, w, w.leaves(), ts.rest(args + (None,)), self.extra  # type: ignore[union-attr]
+    split, w, leaves, rest = prepare(args)
+    extra = make_extra(args, split, w)
+    ts = _SPLITS.get(types)
+    if ts is not None and w is not None:
+      self.types, self.ts, self.walk, self.extra = types, ts, weakref.ref(w), extra
+    return split, w, leaves, rest, extra
+
+
 def leaf_arg_index(w: Walk, split: ArgSplit) -> list[int]:
   """Per leaf, the index of the top-level argument it belongs to."""
   return [split.arg_of_node[p[0]] for p in w.paths]
@@ -283,6 +324,7 @@ __all__ = [
   "split_args",
   "join_args",
   "prepare",
+  "LastCall",
   "call_inner",
   "collect_updates",
   "apply_updates",
