@@ -101,7 +101,13 @@ class GraphDef:
 
   def path_tree(self) -> dict:
     """The leaf paths as a nested dict: each key maps to a sub-dict, or, at
-    the end of a path, to the leaf's index (built once)."""
+    the end of a path, to the leaf's index (built once).
+
+    Example:
+      >>> import nnx_eqx as nnx
+      >>> nnx.graphdef(nnx.Linear(2, 3, rngs=nnx.Rngs(0))).path_tree()
+      {'bias': 0, 'kernel': 1}
+    """
     if self._path_tree is None:
       root: dict = {}
       for i, path in enumerate(self.paths):
