@@ -62,7 +62,8 @@ def _literal_as(x: Any, like: Any) -> Any:
   """``x`` as an array of ``like``'s dtype if ``x`` is a literal and ``like`` an array."""
   if hasattr(like, "dtype") and not jax.dtypes.issubdtype(like.dtype, jax.dtypes.prng_key):
     if _is_literal(x):
-      return np.asarray(x, dtype=like.dtype)
+      out = np.asarray(x, dtype=like.dtype)
+      return np.broadcast_to(out, np.shape(like)) if out.ndim == 0 else out
   return x
 
 
@@ -110,7 +111,8 @@ def assert_trees_close(a: Any, b: Any, *, rtol: float | None = None, atol: float
     a, b: pytrees with the same structure; array leaves must match in dtype
       and shape, other leaves compare with ``==``. An array compared with a
       Python literal (a number or nested lists of numbers, e.g. an expected
-      ``[1.0, 2.0]``) takes the literal in the array's dtype.
+      ``[1.0, 2.0]``) takes the literal in the array's dtype; a number is
+      broadcast to the array's shape.
     rtol, atol: override the policy (:data:`TOLERANCES`) for every leaf; pass
       them only for a documented reason (e.g. a long recurrence).
 
