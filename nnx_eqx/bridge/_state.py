@@ -102,7 +102,7 @@ def _same(old: Any, new: Any) -> bool:
     return True
   a, ta = jtu.tree_flatten(old)
   b, tb = jtu.tree_flatten(new)
-  return ta == tb and all(x is y for x, y in zip(a, b))
+  return ta == tb and all(x is y for x, y in zip(a, b))  # type: ignore[operator]
 
 
 class Link(NamedTuple):
