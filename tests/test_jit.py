@@ -2,11 +2,10 @@
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 
 import nnx_eqx as nnx
-from nnx_eqx.testing import TraceCounter, assert_no_retrace
+from nnx_eqx.testing import TraceCounter, assert_no_retrace, assert_trees_close, assert_trees_equal
 
 
 class Counter(nnx.Module):
@@ -28,7 +27,7 @@ def test_updates_propagate_and_no_retrace():
     for _ in range(3):
       y = f(m, jnp.ones(3))
   assert int(m.n.value) == 4 and counter.count == 1
-  np.testing.assert_array_equal(y, np.ones(3))
+  assert_trees_equal(y, jnp.ones(3))
   f(m, jnp.ones((2, 3)))  # new shape: one more trace
   assert counter.count == 2
 
@@ -109,7 +108,7 @@ def test_structural_changes_and_returned_modules():
 
   new, same = f(m)
   assert same is m and isinstance(m.extra, nnx.Intermediate)
-  np.testing.assert_array_equal(m.extra.value, 2 * np.ones(3))
+  assert_trees_equal(m.extra.value, 2 * jnp.ones(3))
   assert isinstance(new, nnx.Linear) and new.kernel.value.shape == (2, 2)
   assert isinstance(new.kernel.value, jax.Array)
 
@@ -129,7 +128,7 @@ def test_exception_leaves_module_unchanged():
   with pytest.raises(ValueError, match="boom"):
     bad(m)
   assert nnx.graphdef(m) == g and not hasattr(m, "added")
-  np.testing.assert_array_equal(nnx.state(m).w.value, before.w.value)
+  assert_trees_equal(nnx.state(m).w.value, before.w.value)
   assert int(m.n.value) == 0
 
 
@@ -159,7 +158,7 @@ def test_returned_grads_state_is_plain_output():
   assert len(jax.tree.leaves(lowered.out_info)) == 2  # the two grads, no params passed through
   grads = f(m, x)
   assert isinstance(grads.kernel, nnx.Param) and grads.kernel is not m.kernel
-  np.testing.assert_allclose(grads.bias.value, 4 * np.ones(2))
+  assert_trees_close(grads.bias.value, 4 * jnp.ones(2))
 
 
 # -- the repeat-call fast path must notice every change between calls ----------
@@ -181,9 +180,9 @@ def test_repeat_calls_see_a_replaced_variable():
   old = h.w
   h.w = nnx.Param(jnp.full(3, 10.0))
   y = f(h, jnp.ones(3))
-  np.testing.assert_array_equal(y, np.full(3, 11.0))
-  np.testing.assert_array_equal(h.w.value, np.full(3, 11.0))
-  np.testing.assert_array_equal(old.value, np.full(3, 2.0))  # the replaced one is left alone
+  assert_trees_equal(y, jnp.full(3, 11.0))
+  assert_trees_equal(h.w.value, jnp.full(3, 11.0))
+  assert_trees_equal(old.value, jnp.full(3, 2.0))  # the replaced one is left alone
 
 
 def test_repeat_calls_see_a_swapped_submodule():
@@ -244,4 +243,4 @@ def test_repeat_calls_see_an_array_attribute_replaced():
   f(m)
   m.buf = jnp.full(2, 5.0)  # array replaced by array: values only, the walk is kept
   assert float(f(m)) == 20.0
-  np.testing.assert_array_equal(m.buf, np.full(2, 10.0))
+  assert_trees_equal(m.buf, jnp.full(2, 10.0))
