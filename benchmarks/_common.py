@@ -83,14 +83,28 @@ def _time_per_call(fn: Callable[[], Any], n: int) -> float:
   return (time.perf_counter() - t0) / n
 
 
-def interleaved(
-  fns: dict[str, Callable[[], Any]], n: int, rounds: int, warmup: int = 10
-) -> dict[str, float]:
-  """Median seconds per call of each function, timed in interleaved rounds.
+def _blocked_samples(fn: Callable[[], Any], n: int, out: list) -> None:
+  """Appends the seconds of ``n`` calls of ``fn``, each blocked on and timed alone."""
+  clock, block = time.perf_counter, jax.block_until_ready
+  for _ in range(n):
+    t0 = clock()
+    block(fn())
+    out.append(clock() - t0)
 
-  Each round times ``n`` back-to-back calls of every function in turn (the
-  last result is blocked on), so slow drifts of the machine hit every
-  implementation alike; the median over rounds is returned.
+
+def interleaved(
+  fns: dict[str, Callable[[], Any]], n: int, rounds: int, warmup: int = 10, block: bool = False
+) -> dict[str, float]:
+  """Median seconds per call of each function, timed side by side.
+
+  Each round runs ``n`` back-to-back calls of every function in turn, so slow
+  drifts of the machine hit every implementation alike. *Pipelined* (default:
+  throughput; Python work overlaps the computation): only the last result of a
+  round is blocked on, and the median of the rounds' means is returned.
+  *Blocked* (``block=True``: per-call latency, as in a training loop that
+  reads every loss): every call is blocked on and timed alone, and the median
+  over all ``n * rounds`` calls is returned, which discards the calls that the
+  machine's other work preempted.
   """
   for fn in fns.values():
     out = None
@@ -100,7 +114,10 @@ def interleaved(
   samples: dict[str, list[float]] = {k: [] for k in fns}
   for _ in range(rounds):
     for k, fn in fns.items():
-      samples[k].append(_time_per_call(fn, n))
+      if block:
+        _blocked_samples(fn, n, samples[k])
+      else:
+        samples[k].append(_time_per_call(fn, n))
   return {k: statistics.median(v) for k, v in samples.items()}
 
 

@@ -1,10 +1,25 @@
-"""Per-step overhead of a jitted train step, and split/merge cost vs model size.
+"""Per-call overhead of a jitted train step, and split/merge cost vs model size.
 
-Side by side in one process: nnx_eqx, hand-written ``jax.jit``, ``eqx.filter_jit``
-and ``flax.nnx`` (when importable). Run with the ``bench`` extra installed, or:
+Side by side in one process (interleaved rounds, medians): nnx_eqx, hand-written
+``jax.jit``, ``eqx.filter_jit`` and ``flax.nnx`` (when importable). Three tables:
 
-    python benchmarks/overhead.py            # nnx_eqx, jax, equinox (+ flax if installed)
-    python benchmarks/overhead.py --quick    # fewer repeats
+* ``train_step``: one SGD step of a 4x64 MLP (batch 32), timed two ways:
+  *pipelined* (back-to-back calls, only the last one blocked on: throughput,
+  Python work overlaps the device) and *blocked* (``block_until_ready`` after
+  every call: latency, where every microsecond of Python work shows).
+* ``call_overhead``: blocked latency of the same step for MLPs of 4, 64 and 512
+  ``Linear(16, 16)`` layers (8, 128 and 1024 Variables) — little compute, so
+  the fixed and per-Variable Python cost of each framework shows. The baseline
+  is a hand-written ``jax.jit`` over the ``nnx.split`` state of the same model
+  and optimizer (a flat list of arrays in and out, ``nnx.merge`` inside), so it
+  runs the same computation with the least possible dispatch work.
+* ``split_merge``: ``nnx.merge(*nnx.split(m))`` of the 4x64 MLP and of modules
+  holding 10 to 100,000 Variables, next to ``jax.tree`` flatten + unflatten of
+  the split State (the same Variables and leaves; the baseline).
+
+    python benchmarks/overhead.py            # full run
+    python benchmarks/overhead.py --quick    # fewer repeats, smaller sizes
+    python benchmarks/overhead.py --only call_overhead
 
 Prints tables of times and ratios (lower is better); ``main`` returns the rows.
 """
@@ -12,9 +27,8 @@ Prints tables of times and ratios (lower is better); ``main`` returns the rows.
 from __future__ import annotations
 
 import argparse
-import statistics
+import pathlib
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -25,39 +39,28 @@ import optax
 
 import nnx_eqx as nnx
 
-try:  # optional comparison
-  from flax import nnx as fnnx
-except ImportError:  # pragma: no cover - depends on the environment
-  fnnx = None
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from _common import flax_nnx, interleaved, print_table  # noqa: E402
+
+fnnx = flax_nnx()
 
 WIDTH, DEPTH, BATCH, LR = 64, 4, 32, 1e-2
+OVERHEAD_WIDTH = 16
+"""Layer width of the ``call_overhead`` models (small: the step's compute stays
+cheap, so the per-call cost of each framework is what is measured)."""
+
+SPLIT_STATE = "jax.jit over split state"
+TABLES = ("train_step", "call_overhead", "split_merge")
 
 
-def _time_per_call(fn: Callable[[], Any], n: int) -> float:
-  t0 = time.perf_counter()
-  for _ in range(n):
-    out = fn()
-  jax.block_until_ready(out)
-  return (time.perf_counter() - t0) / n
-
-
-def interleaved(fns: dict[str, Callable[[], Any]], n: int, rounds: int) -> dict[str, float]:
-  """Median per-call seconds of each function, measured in interleaved rounds."""
-  for fn in fns.values():  # warm up (compile)
-    for _ in range(20):
-      out = fn()
-    jax.block_until_ready(out)
-  samples: dict[str, list[float]] = {k: [] for k in fns}
-  for _ in range(rounds):
-    for k, fn in fns.items():
-      samples[k].append(_time_per_call(fn, n))
-  return {k: statistics.median(v) for k, v in samples.items()}
+def _loss(y_pred, y):
+  return jnp.mean((y_pred - y) ** 2)
 
 
 # -- train steps --------------------------------------------------------------
 class MLP(nnx.Module):
-  def __init__(self, rngs):
-    self.layers = [nnx.Linear(WIDTH, WIDTH, rngs=rngs) for _ in range(DEPTH)]
+  def __init__(self, rngs, depth: int = DEPTH, width: int = WIDTH):
+    self.layers = [nnx.Linear(width, width, rngs=rngs) for _ in range(depth)]
 
   def __call__(self, x):
     for layer in self.layers[:-1]:
@@ -65,18 +68,23 @@ class MLP(nnx.Module):
     return self.layers[-1](x)
 
 
-def _loss(y_pred, y):
-  return jnp.mean((y_pred - y) ** 2)
+def _boxed(step: Callable, state: tuple, *args: Any) -> Callable[[], Any]:
+  """A no-argument call of ``step(*state, *args) -> (*new_state, loss)`` that
+  keeps the new state for the next call and returns the loss."""
+  box = list(state)
+
+  def run():
+    *box[:], loss = step(*box, *args)
+    return loss
+
+  return run
 
 
-def make_steps(x, y) -> dict[str, Callable[[], Any]]:
-  tx = optax.sgd(LR)
-  steps: dict[str, Callable[[], Any]] = {}
-
-  # Hand-written jax.jit over a params pytree.
-  keys = jax.random.split(jax.random.key(0), DEPTH)
+def _plain_jax_step(tx, depth: int, width: int, x, y) -> Callable[[], Any]:
+  """Hand-written ``jax.jit`` over a plain params pytree (a list of dicts)."""
+  keys = jax.random.split(jax.random.key(0), depth)
   params = [
-    {"w": jax.random.normal(k, (WIDTH, WIDTH)) / WIDTH**0.5, "b": jnp.zeros(WIDTH)} for k in keys
+    {"w": jax.random.normal(k, (width, width)) / width**0.5, "b": jnp.zeros(width)} for k in keys
   ]
 
   def forward(params, x):
@@ -85,104 +93,135 @@ def make_steps(x, y) -> dict[str, Callable[[], Any]]:
     return x @ params[-1]["w"] + params[-1]["b"]
 
   @jax.jit
-  def jax_step(params, opt_state, x, y):
+  def step(params, opt_state, x, y):
     loss, grads = jax.value_and_grad(lambda p: _loss(forward(p, x), y))(params)
     updates, opt_state = tx.update(grads, opt_state, params)
     return optax.apply_updates(params, updates), opt_state, loss
 
-  jstate = {"p": params, "o": tx.init(params)}
+  return _boxed(step, (params, tx.init(params)), x, y)
 
-  def run_jax():
-    jstate["p"], jstate["o"], loss = jax_step(jstate["p"], jstate["o"], x, y)
+
+def _nnx_steps(tx, depth: int, width: int, x, y) -> dict[str, Callable[[], Any]]:
+  """``nnx.jit`` with ``nnx.Optimizer``, and the same step written by hand as
+  ``jax.jit`` over the split state (flat list of arrays, ``nnx.merge`` inside)."""
+  model = MLP(nnx.Rngs(0), depth, width)
+  opt = nnx.Optimizer(model, tx, wrt=nnx.Param)
+
+  def train(model, opt, x, y):
+    loss, grads = nnx.value_and_grad(lambda m: _loss(m(x), y))(model)
+    opt.update(model, grads)
     return loss
 
-  steps["jax.jit"] = run_jax
+  nnx_step = nnx.jit(train)
 
-  # nnx_eqx.jit with nnx.Optimizer when available (else SGD through nnx.update).
-  model = MLP(nnx.Rngs(0))
-  if hasattr(nnx, "Optimizer"):
-    opt = nnx.Optimizer(model, tx, wrt=nnx.Param)
+  model2 = MLP(nnx.Rngs(0), depth, width)
+  opt2 = nnx.Optimizer(model2, tx, wrt=nnx.Param)
+  graphdef, state = nnx.split((model2, opt2))
+  leaves, treedef = jax.tree.flatten(state)
 
-    @nnx.jit
-    def nnx_step(model, opt, x, y):
-      loss, grads = nnx.value_and_grad(lambda m: _loss(m(x), y))(model)
-      opt.update(model, grads)
-      return loss
+  @jax.jit
+  def split_step(leaves, x, y):
+    model, opt = nnx.merge(graphdef, jax.tree.unflatten(treedef, leaves))
+    loss = train(model, opt, x, y)
+    return jax.tree.leaves(nnx.state((model, opt))), loss
 
-    steps["nnx_eqx.jit"] = lambda: nnx_step(model, opt, x, y)
-  else:  # pragma: no cover - Optimizer ships with the library
+  return {
+    SPLIT_STATE: _boxed(split_step, (leaves,), x, y),
+    "nnx_eqx.jit": lambda: nnx_step(model, opt, x, y),
+  }
 
-    @nnx.jit
-    def nnx_sgd(model, x, y):
-      loss, grads = nnx.value_and_grad(lambda m: _loss(m(x), y))(model)
-      params = nnx.state(model, nnx.Param)
-      nnx.update(model, jax.tree.map(lambda p, g: p - LR * g, params, grads))
-      return loss
 
-    steps["nnx_eqx.jit"] = lambda: nnx_sgd(model, x, y)
+def _eqx_step(tx, depth: int, width: int, x, y) -> Callable[[], Any]:
+  emodel = [eqx.nn.Linear(width, width, key=k) for k in jax.random.split(jax.random.key(0), depth)]
 
-  # Equinox.
-  ekeys = jax.random.split(jax.random.key(0), DEPTH)
-  emodel = [eqx.nn.Linear(WIDTH, WIDTH, key=k) for k in ekeys]
-
-  def eforward(m, x):
+  def forward(m, x):
     for layer in m[:-1]:
       x = jax.nn.relu(jax.vmap(layer)(x))
     return jax.vmap(m[-1])(x)
 
   @eqx.filter_jit
-  def eqx_step(m, opt_state, x, y):
-    loss, grads = eqx.filter_value_and_grad(lambda m: _loss(eforward(m, x), y))(m)
+  def step(m, opt_state, x, y):
+    loss, grads = eqx.filter_value_and_grad(lambda m: _loss(forward(m, x), y))(m)
     updates, opt_state = tx.update(grads, opt_state, eqx.filter(m, eqx.is_array))
     return eqx.apply_updates(m, updates), opt_state, loss
 
-  estate = {"m": emodel, "o": tx.init(eqx.filter(emodel, eqx.is_array))}
+  return _boxed(step, (emodel, tx.init(eqx.filter(emodel, eqx.is_array))), x, y)
 
-  def run_eqx():
-    estate["m"], estate["o"], loss = eqx_step(estate["m"], estate["o"], x, y)
+
+def _flax_steps(tx, depth: int, width: int, x, y, best_path: bool):
+  """``flax.nnx.jit`` (and flax's documented fast path, split + ``jax.jit``)."""
+  if fnnx is None:
+    return {}
+
+  class FMLP(fnnx.Module):
+    def __init__(self, rngs):
+      self.layers = fnnx.List([fnnx.Linear(width, width, rngs=rngs) for _ in range(depth)])
+
+    def __call__(self, x):
+      for layer in self.layers[:-1]:
+        x = jax.nn.relu(layer(x))
+      return self.layers[-1](x)
+
+  def train(model, opt, x, y):
+    loss, grads = fnnx.value_and_grad(lambda m: _loss(m(x), y))(model)
+    opt.update(model, grads)
     return loss
 
-  steps["eqx.filter_jit"] = run_eqx
-
-  if fnnx is not None:
-
-    class FMLP(fnnx.Module):
-      def __init__(self, rngs):
-        self.layers = fnnx.List([fnnx.Linear(WIDTH, WIDTH, rngs=rngs) for _ in range(DEPTH)])
-
-      def __call__(self, x):
-        for layer in self.layers[:-1]:
-          x = jax.nn.relu(layer(x))
-        return self.layers[-1](x)
-
-    fmodel = FMLP(fnnx.Rngs(0))
-    fopt = fnnx.Optimizer(fmodel, tx, wrt=fnnx.Param)
-
-    @fnnx.jit
-    def flax_step(model, opt, x, y):
-      loss, grads = fnnx.value_and_grad(lambda m: _loss(m(x), y))(model)
-      opt.update(model, grads)
-      return loss
-
-    steps["flax.nnx.jit"] = lambda: flax_step(fmodel, fopt, x, y)
-
+  fmodel = FMLP(fnnx.Rngs(0))
+  fopt = fnnx.Optimizer(fmodel, tx, wrt=fnnx.Param)
+  flax_step = fnnx.jit(train)
+  steps = {"flax.nnx.jit": lambda: flax_step(fmodel, fopt, x, y)}
+  if best_path:
     fgraphdef, fstate = fnnx.split((fmodel, fopt))
 
     @jax.jit
-    def flax_split_step(state, x, y):
+    def split_step(state, x, y):
       model, opt = fnnx.merge(fgraphdef, state)
-      loss, grads = fnnx.value_and_grad(lambda m: _loss(m(x), y))(model)
-      opt.update(model, grads)
+      loss = train(model, opt, x, y)
       return fnnx.state((model, opt)), loss
 
-    fbox = {"s": fstate}
-
-    def run_flax_best():
-      fbox["s"], loss = flax_split_step(fbox["s"], x, y)
-      return loss
-
-    steps["flax.nnx split+jax.jit"] = run_flax_best
+    steps["flax.nnx split+jax.jit"] = _boxed(split_step, (fstate,), x, y)
   return steps
+
+
+def make_steps(x, y, depth: int = DEPTH, width: int = WIDTH, best_path: bool = True):
+  """The same SGD train step written with each framework: ``{impl: call}``."""
+  tx = optax.sgd(LR)
+  steps: dict[str, Callable[[], Any]] = {"jax.jit": _plain_jax_step(tx, depth, width, x, y)}
+  steps.update(_nnx_steps(tx, depth, width, x, y))
+  steps["eqx.filter_jit"] = _eqx_step(tx, depth, width, x, y)
+  steps.update(_flax_steps(tx, depth, width, x, y, best_path))
+  return steps
+
+
+def _data(width: int):
+  x = jax.random.normal(jax.random.key(1), (BATCH, width))
+  y = jax.random.normal(jax.random.key(2), (BATCH, width))
+  return x, y
+
+
+def train_step_rows(n: int, rounds: int) -> list[dict]:
+  """The 4x64 MLP step, pipelined and blocked; baseline: hand-written ``jax.jit``."""
+  steps = make_steps(*_data(WIDTH))
+  rows = []
+  for mode, block in (("pipelined", False), ("blocked", True)):
+    for k, t in interleaved(steps, n, rounds, block=block).items():
+      rows.append({"case": f"train step, {mode}", "impl": k, "us": t * 1e6})
+  return rows
+
+
+def call_overhead_rows(depths: tuple, n: int, rounds: int) -> list[dict]:
+  """Blocked latency vs number of Variables; baseline: ``jax.jit`` over split state."""
+  rows = []
+  x, y = _data(OVERHEAD_WIDTH)
+  for depth in depths:
+    steps = make_steps(x, y, depth, OVERHEAD_WIDTH, best_path=False)
+    steps = {SPLIT_STATE: steps.pop(SPLIT_STATE), **steps}
+    reps = max(5, n * DEPTH // depth)
+    case = f"{2 * depth} Variables, blocked"
+    for k, t in interleaved(steps, reps, rounds, block=True).items():
+      rows.append({"case": case, "impl": k, "us": t * 1e6, "baseline": k == SPLIT_STATE})
+  return rows
 
 
 # -- split / merge ------------------------------------------------------------
@@ -191,29 +230,33 @@ class Wide(nnx.Module):
     self.params = [nnx.Param(jnp.zeros(())) for _ in range(n)]
 
 
-def split_merge_rows(sizes, n, rounds) -> list[dict]:
+def _tree_roundtrip(tree) -> Callable[[], Any]:
+  treedef = jax.tree.structure(tree)
+  return lambda: jax.tree.unflatten(treedef, jax.tree.leaves(tree))
+
+
+def split_merge_rows(sizes, n, rounds, flax_max: int = 10_000) -> list[dict]:
+  """split + merge vs ``jax.tree`` flatten + unflatten of the split State."""
   rows = []
   mlp = MLP(nnx.Rngs(0))
   fns: dict[str, Callable[[], Any]] = {
+    "jax.tree flatten+unflatten": _tree_roundtrip(nnx.state(mlp)),
     "nnx_eqx split+merge": lambda: nnx.merge(*nnx.split(mlp)),
-    "jax tree flatten+unflatten": lambda: jax.tree.unflatten(
-      *reversed(jax.tree.flatten(nnx.state(mlp)))
-    ),
   }
   emodel = [eqx.nn.Linear(WIDTH, WIDTH, key=k) for k in jax.random.split(jax.random.key(0), DEPTH)]
   fns["eqx partition+combine"] = lambda: eqx.combine(*eqx.partition(emodel, eqx.is_array))
   if fnnx is not None:
     fm = fnnx.List([fnnx.Linear(WIDTH, WIDTH, rngs=fnnx.Rngs(0)) for _ in range(DEPTH)])
     fns["flax.nnx split+merge"] = lambda: fnnx.merge(*fnnx.split(fm))
-  times = interleaved(fns, n, rounds)
-  for k, t in times.items():
+  for k, t in interleaved(fns, n, rounds).items():
     rows.append({"case": f"MLP {DEPTH}x{WIDTH}", "impl": k, "us": t * 1e6})
   for size in sizes:
     model = Wide(size)
     cases: dict[str, Callable[[], Any]] = {
-      "nnx_eqx split+merge": lambda m=model: nnx.merge(*nnx.split(m))
+      "jax.tree flatten+unflatten": _tree_roundtrip(nnx.state(model)),
+      "nnx_eqx split+merge": lambda m=model: nnx.merge(*nnx.split(m)),
     }
-    if fnnx is not None:
+    if fnnx is not None and size <= flax_max:
 
       class FWide(fnnx.Module):
         def __init__(self, n):
@@ -222,7 +265,7 @@ def split_merge_rows(sizes, n, rounds) -> list[dict]:
       fw = FWide(size)
       cases["flax.nnx split+merge"] = lambda m=fw: fnnx.merge(*fnnx.split(m))
     reps = max(3, n // max(1, size // 10))
-    for k, t in interleaved(cases, reps, rounds).items():
+    for k, t in interleaved(cases, reps, rounds, warmup=2).items():
       rows.append({"case": f"{size} Variables", "impl": k, "us": t * 1e6})
   return rows
 
@@ -236,35 +279,33 @@ def deep_nesting_ok(depth: int = 1000) -> bool:
   return nnx.merge(*nnx.split(root)) is not None
 
 
-def _print_table(title: str, rows: list[dict], base: str, key: str = "case") -> None:
-  print(f"\n{title}")
-  groups: dict[str, list[dict]] = {}
-  for r in rows:
-    groups.setdefault(r[key], []).append(r)
-  for case, rs in groups.items():
-    ref = next((r["us"] for r in rs if r["impl"] == base), None)
-    for r in rs:
-      ratio = f"{r['us'] / ref:6.2f}x" if ref else "   -  "
-      print(f"  {case:>16} | {r['impl']:<28} {r['us']:10.1f} us  {ratio} vs {base}")
-
-
 def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument("--quick", action="store_true", help="fewer repeats (smoke test)")
+  p.add_argument("--quick", action="store_true", help="fewer repeats, smaller sizes (smoke test)")
   p.add_argument("--rounds", type=int, default=7)
+  p.add_argument("--only", nargs="*", choices=TABLES, help="run only these tables")
   args = p.parse_args(argv)
+  only = set(args.only or TABLES)
   n, rounds = (50, 3) if args.quick else (500, args.rounds)
   print(f"jax {jax.__version__}, devices {jax.devices()}, flax: {fnnx is not None}")
-  x = jax.random.normal(jax.random.key(1), (BATCH, WIDTH))
-  y = jax.random.normal(jax.random.key(2), (BATCH, WIDTH))
-  step_times = interleaved(make_steps(x, y), n, rounds)
-  steps = [{"case": "train step", "impl": k, "us": t * 1e6} for k, t in step_times.items()]
-  _print_table(f"Train step, {DEPTH}x{WIDTH} MLP, batch {BATCH}, SGD", steps, "jax.jit")
-  sizes = (10, 100, 1000) if args.quick else (10, 100, 1000, 10000)
-  sm = split_merge_rows(sizes, n, rounds)
-  _print_table("split + merge", sm, "nnx_eqx split+merge")
-  print(f"\nnesting depth 1000 split/merge: {'ok' if deep_nesting_ok() else 'FAILED'}")
-  return {"train_step": steps, "split_merge": sm}
+  out: dict[str, list[dict]] = {}
+  if "train_step" in only:
+    out["train_step"] = train_step_rows(n, rounds)
+    print_table(f"Train step, {DEPTH}x{WIDTH} MLP, batch {BATCH}, SGD", out["train_step"])
+  if "call_overhead" in only:
+    depths = (4, 64) if args.quick else (4, 64, 512)
+    out["call_overhead"] = call_overhead_rows(depths, n // 2, rounds)
+    print_table(
+      f"Blocked latency per call, MLP of Linear({OVERHEAD_WIDTH}, {OVERHEAD_WIDTH}) layers,"
+      f" batch {BATCH}, SGD",
+      out["call_overhead"],
+    )
+  if "split_merge" in only:
+    sizes = (10, 100, 1000) if args.quick else (10, 100, 1000, 10_000, 100_000)
+    out["split_merge"] = split_merge_rows(sizes, n, rounds)
+    print_table("split + merge", out["split_merge"])
+    print(f"\nnesting depth 1000 split/merge: {'ok' if deep_nesting_ok() else 'FAILED'}")
+  return out
 
 
 if __name__ == "__main__":

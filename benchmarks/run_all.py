@@ -3,6 +3,7 @@
     python benchmarks/run_all.py            # full run (a few minutes on 2 cores)
     python benchmarks/run_all.py --quick    # smoke test: fewer repeats, smaller sizes
     python benchmarks/run_all.py --plot-only  # redraw RESULTS.md and plots from results.json
+    python benchmarks/run_all.py --only overhead --keep  # re-run one script, keep the rest
 
 Each script ``benchmarks/<name>.py`` exposes ``main(argv)`` returning rows (see
 ``_common.py`` for the row format); every number in a row was measured side by
@@ -194,6 +195,9 @@ def markdown(report: dict) -> str:
     " process, against the case's baseline (hand-written JAX where there is one)."
     " Lower is better.",
   ]
+  if report.get("kept"):
+    lines += ["", "Carried over from an earlier run of the suite (not re-measured in this one):"]
+    lines += [f"- `{k}`: measured {v}" for k, v in report["kept"].items()]
   for table, rows in report["tables"].items():
     lines += [
       "",
@@ -214,6 +218,18 @@ def markdown(report: dict) -> str:
   if report["missing"]:
     lines += ["", "Not run (script absent): " + ", ".join(f"`{s}.py`" for s in report["missing"])]
   return "\n".join(lines) + "\n"
+
+
+def _kept_tables(out: pathlib.Path, names: list[str]) -> dict:
+  """Tables of scripts not in ``names`` from the last report in ``out``, and
+  ``{"from": {table: date measured}}`` to say so in the report."""
+  path = out / "results.json"
+  if not path.exists():
+    return {}
+  old = json.loads(path.read_text())
+  tables = {k: v for k, v in old["tables"].items() if k.split("/")[0] not in names}
+  dates = old.get("kept", {})
+  return {"tables": tables, "from": {k: dates.get(k, old["date"]) for k in tables}}
 
 
 def _png_name(table: str) -> str:
@@ -321,6 +337,9 @@ def main(argv: list[str] | None = None) -> dict:
   p.add_argument("--only", nargs="*", help="run only these scripts (names without .py)")
   p.add_argument("--out", type=pathlib.Path, default=HERE / "results", help="output folder")
   p.add_argument("--plot-only", action="store_true", help="redraw from <out>/results.json")
+  p.add_argument(
+    "--keep", action="store_true", help="with --only: keep the other tables of <out>/results.json"
+  )
   args = p.parse_args(argv)
   if args.plot_only:
     report = json.loads((args.out / "results.json").read_text())
@@ -328,11 +347,13 @@ def main(argv: list[str] | None = None) -> dict:
     return report
   names = discover(args.only)
   tables, errors, seconds = run_scripts(names, args.quick)
+  kept = _kept_tables(args.out, names) if args.keep and args.only else {}
   report = {
     "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
     "quick": args.quick,
     "machine": _common.machine(),
-    "tables": tables,
+    "tables": {**kept.get("tables", {}), **tables},
+    "kept": kept.get("from", {}),
     "errors": errors,
     "seconds": seconds,
     "missing": [s for s in SCRIPTS if s not in discover(None)],

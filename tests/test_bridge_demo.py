@@ -1,10 +1,10 @@
 """The bridged main job: Equinox CNN -> NNX training -> Equinox evaluation agree."""
 
 import jax
-import numpy as np
 
 import nnx_eqx as nnx
 from nnx_eqx.bridge import _demo
+from nnx_eqx.testing import assert_trees_close
 
 
 def test_bridged_demo_trains_and_both_accuracies_agree():
@@ -19,4 +19,4 @@ def test_bridged_demo_trains_and_both_accuracies_agree():
   trained = _demo.to_eqx(model)
   eqx_acc = _demo.eqx_accuracy(trained, data.x_test, data.y_test)
   assert nnx_acc > 0.5
-  np.testing.assert_allclose(eqx_acc, nnx_acc, atol=1e-6)  # the same predictions
+  assert_trees_close(eqx_acc, nnx_acc)  # the same predictions

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import nnx_eqx as nnx
-from nnx_eqx.testing import same_graph, tree_allclose
+from nnx_eqx.testing import assert_trees_close, assert_trees_equal, same_graph
 
 KEY = jax.random.key(3)
 
@@ -75,14 +75,14 @@ def test_eqx_module_fields_methods_and_roundtrip():
   assert type(m.ids) is nnx.Variable  # a non-inexact array
   assert m.offset == 0.25 and m.n == 2 and m.act is jax.nn.tanh
   x = jnp.linspace(-1, 1, 3)
-  np.testing.assert_array_equal(m(x), e(x))  # Equinox's own code: bitwise
-  np.testing.assert_array_equal(m.double(x), e.double(x))
+  assert_trees_equal(m(x), e(x))  # Equinox's own code: bitwise
+  assert_trees_equal(m.double(x), e.double(x))
   assert m.width == 3 and m.helper(1) == 2
-  assert tree_allclose(nnx.to_eqx(m), e)
+  assert_trees_equal(nnx.to_eqx(m), e)
   # NNX tools apply: split by Param, gradients reach the Variables
   grads = nnx.grad(lambda m: m(x).sum())(m)
   g = eqx.filter_grad(lambda e: e(x).sum())(e)
-  np.testing.assert_allclose(grads["lin"]["weight"].value, g.lin.weight, rtol=1e-6)
+  assert_trees_close(grads["lin"]["weight"].value, g.lin.weight)
 
 
 def test_nnx_edits_show_up_on_the_equinox_side():
@@ -159,8 +159,8 @@ def test_nnx_module_becomes_eqx_module_with_same_methods():
   assert type(e.l1) is eqx.nn.Linear and type(e.blocks) is list and type(e.heads) is dict
   assert e.sizes.value == [3, 4] and not e.is_stateful()  # boxed: static fields are hashed
   x = jnp.ones((2, 3))
-  np.testing.assert_array_equal(e(x), net(x))
-  np.testing.assert_array_equal(e.embed(x, scale=2.0), net.embed(x, scale=2.0))
+  assert_trees_equal(e(x), net(x))
+  assert_trees_equal(e.embed(x, scale=2.0), net.embed(x, scale=2.0))
   assert e.n_blocks == 2
   back = nnx.from_eqx(e)
   assert same_graph(back, net)
@@ -168,7 +168,7 @@ def test_nnx_module_becomes_eqx_module_with_same_methods():
   # Equinox treats it as any pytree: filter_grad differentiates the arrays
   g = eqx.filter_grad(lambda e: e(x).sum())(e)
   gn = nnx.grad(lambda m: m(x).sum())(net)
-  np.testing.assert_allclose(g.l1.weight, gn["l1"]["kernel"].value.T, rtol=1e-6)
+  assert_trees_close(g.l1.weight, gn["l1"]["kernel"].value.T)
 
 
 def test_generic_eqx_modules_drop_unused_keys_in_sequential():
@@ -176,7 +176,7 @@ def test_generic_eqx_modules_drop_unused_keys_in_sequential():
   e = nnx.to_eqx(net)
   seq = eqx.nn.Sequential([e, eqx.nn.Lambda(jnp.sin)])
   x = jnp.ones(2)
-  np.testing.assert_allclose(seq(x, key=jax.random.key(0)), jnp.sin(net(x)), rtol=1e-6)
+  assert_trees_close(seq(x, key=jax.random.key(0)), jnp.sin(net(x)))
 
 
 def test_nnx_modules_inside_equinox_modules_are_kept():

@@ -17,12 +17,13 @@ import nnx_eqx as nnx
 from nnx_eqx.testing import (
   EQX_ARCHITECTURES,
   TraceCounter,
+  assert_trees_close,
+  assert_trees_equal,
   eqx_inputs,
   eqx_models,
   graphs,
   same_graph,
   sharing_classes,
-  tree_allclose,
 )
 
 LAW = settings(max_examples=500, deadline=None)
@@ -35,9 +36,9 @@ def test_eqx_to_nnx_to_eqx_is_identity(case):
   m = nnx.from_eqx(case.model, case.state)
   if case.state is None:
     back = nnx.to_eqx(m)
-    assert tree_allclose(back, case.model)
+    assert_trees_equal(back, case.model)
   else:
-    assert tree_allclose(nnx.to_eqx_with_state(m), (case.model, case.state))
+    assert_trees_equal(nnx.to_eqx_with_state(m), (case.model, case.state))
   # Tied weights come back as one Variable.
   if case.kind == "tokens":
     tied = m.shared.pytree
@@ -52,7 +53,7 @@ def test_nnx_to_eqx_to_nnx_is_identity(g):
   e, state = nnx.to_eqx_with_state(g)
   back = nnx.from_eqx(e, state)
   assert same_graph(back, g)
-  assert tree_allclose(nnx.to_eqx_with_state(back), (e, state))
+  assert_trees_equal(nnx.to_eqx_with_state(back), (e, state))
 
 
 @settings(max_examples=500, deadline=None)
@@ -123,12 +124,12 @@ def test_outputs_and_state_agree(data):
   m = nnx.from_eqx(case.model, case.state)
   out = eqx_forward(case.model, x, case.state)
   if case.state is None:
-    np.testing.assert_allclose(nnx_forward(m, x), out, rtol=1e-6, atol=1e-6)
+    assert_trees_close(nnx_forward(m, x), out)
   else:
     y, new_state = out
-    np.testing.assert_allclose(nnx_forward_batched(m, x), y, rtol=1e-6, atol=1e-6)
+    assert_trees_close(nnx_forward_batched(m, x), y)
     _, state = nnx.to_eqx_with_state(m)  # BatchNorm statistics updated in place
-    assert tree_allclose(state, new_state, rtol=1e-6, atol=1e-6)
+    assert_trees_close(state, new_state)
 
 
 def test_output_law_compiled_once_per_architecture():
@@ -144,7 +145,7 @@ def test_outputs_agree_on_random_architectures(data):
   case = data.draw(eqx_models(kinds=("vector", "image"), stateful=False, max_layers=2))
   x = data.draw(eqx_inputs(case))
   m = nnx.from_eqx(case.model)
-  np.testing.assert_allclose(m(x), case.model(x), rtol=1e-6, atol=1e-6)
+  assert_trees_close(m(x), case.model(x))
 
 
 # ---------------------------------------------------------------------------
@@ -201,10 +202,10 @@ def test_nnx_models_to_eqx_outputs_and_state_agree(din, seed):
   e, state = nnx.to_eqx_with_state(model)
   y_eqx, state = eqx_call(e, x, state)
   y_nnx = nnx_call(model, x)
-  np.testing.assert_allclose(y_eqx, y_nnx, rtol=1e-6, atol=1e-6)
+  assert_trees_close(y_eqx, y_nnx)
   # The State returned by Equinox holds exactly the updated NNX state.
   _, expected = nnx.to_eqx_with_state(model)
-  assert tree_allclose(state, expected, rtol=1e-6, atol=1e-6)
+  assert_trees_close(state, expected)
   back = nnx.from_eqx(e, state)
   nnx.update(back, nnx.state(model, nnx.Not(nnx.Param)))  # state: equal up to 1e-6 (above)
   assert same_graph(back, model) and sharing_classes(back) == sharing_classes(model)

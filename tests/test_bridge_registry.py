@@ -2,11 +2,10 @@
 
 import equinox as eqx
 import jax.numpy as jnp
-import numpy as np
 import pytest
 
 import nnx_eqx as nnx
-from nnx_eqx.testing import tree_allclose
+from nnx_eqx.testing import assert_trees_close
 
 
 class Scale(eqx.Module):
@@ -43,8 +42,8 @@ def test_user_pair_is_used_both_ways(scale_pair):
   e = Scale(jnp.array([1.0, 2.0]))
   m = nnx.from_eqx(e)
   assert type(m) is NnxScale and type(m.log_s) is nnx.Param
-  np.testing.assert_allclose(m(jnp.ones(2)), e(jnp.ones(2)), rtol=1e-6)
-  assert tree_allclose(nnx.to_eqx(m), e, rtol=1e-6)
+  assert_trees_close(m(jnp.ones(2)), e(jnp.ones(2)))
+  assert_trees_close(nnx.to_eqx(m), e)
 
 
 def test_clash_names_both_pairs_and_the_fix(scale_pair):

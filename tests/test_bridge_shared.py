@@ -3,11 +3,16 @@
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 
 import nnx_eqx as nnx
-from nnx_eqx.testing import TraceCounter, assert_no_retrace, sharing_classes, tree_allclose
+from nnx_eqx.testing import (
+  TraceCounter,
+  assert_no_retrace,
+  assert_trees_close,
+  assert_trees_equal,
+  sharing_classes,
+)
 
 KEYS = jax.random.split(jax.random.key(1), 6)
 
@@ -34,9 +39,9 @@ def test_tied_embedding_becomes_one_param():
   params = nnx.state(m, nnx.Param)
   assert len(jax.tree.leaves(params)) == 2  # embedding table + output bias
   tokens = jnp.array([0, 3, 6])
-  np.testing.assert_array_equal(m(tokens), e(tokens))
+  assert_trees_close(m(tokens), e(tokens))
   back = nnx.to_eqx(m)
-  assert tree_allclose(back, e)
+  assert_trees_equal(back, e)
   assert back.shared.where is e.shared.where and back.shared.get is e.shared.get
   # the very same placeholder object: equal pytrees, no retrace in filter_jit
   assert back.shared.pytree[1].weight is e.shared.pytree[1].weight
@@ -48,9 +53,7 @@ def test_tied_gradient_accumulates_both_uses():
   tokens = jnp.array([1, 2])
   g_eqx = eqx.filter_grad(lambda e: e(tokens).sum())(e)
   g_nnx = nnx.grad(lambda m: m(tokens).sum())(m)
-  np.testing.assert_allclose(
-    g_nnx.shared.pytree[0].embedding.value, g_eqx.shared.pytree[0].weight, rtol=1e-6
-  )
+  assert_trees_close(g_nnx.shared.pytree[0].embedding.value, g_eqx.shared.pytree[0].weight)
 
 
 def test_tied_linears_share_a_transposed_kernel_and_subtrees_tie():
@@ -64,7 +67,7 @@ def test_tied_linears_share_a_transposed_kernel_and_subtrees_tie():
   m = nnx.from_eqx(s)
   a, b, c = m.pytree
   assert type(a) is nnx.Linear and a.kernel is b.kernel and c is a
-  assert tree_allclose(nnx.to_eqx(m), s)
+  assert_trees_equal(nnx.to_eqx(m), s)
 
 
 def test_nnx_sharing_becomes_shared_root_and_back():
@@ -77,7 +80,7 @@ def test_nnx_sharing_becomes_shared_root_and_back():
   assert len([x for x in jax.tree.leaves(e) if eqx.is_array(x)]) == 3  # kernel once + 2 biases
   back = nnx.from_eqx(e)
   assert sharing_classes(back) == sharing_classes(model)
-  assert tree_allclose(nnx.to_eqx(back), e)
+  assert_trees_equal(nnx.to_eqx(back), e)
 
 
 def test_shared_root_forwards_methods_and_state():
@@ -100,9 +103,9 @@ def test_shared_root_forwards_methods_and_state():
   assert isinstance(e, nnx.bridge.SharedRoot) and e.is_stateful()
   x = jnp.ones(2)
   y, state = e(x, state)
-  np.testing.assert_allclose(y, model(x), rtol=1e-6)
+  assert_trees_close(y, model(x))
   y1, state = e.first(x, state)
-  np.testing.assert_allclose(y1, model.first(x), rtol=1e-6)
+  assert_trees_close(y1, model.first(x))
   assert int(nnx.from_eqx(e, state).n.value) == 1
   with pytest.raises(nnx.bridge.MissingStateError, match="keeps state in an eqx.nn.State"):
     e(x)

@@ -3,11 +3,10 @@
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 
 import nnx_eqx as nnx
-from nnx_eqx.testing import tree_allclose
+from nnx_eqx.testing import assert_trees_close, assert_trees_equal
 
 X = jax.random.normal(jax.random.key(0), (4, 3, 2))
 
@@ -32,13 +31,13 @@ def test_batchnorm_exact_both_ways_over_several_steps(mode, affine):
   for step in range(3):
     x = X + step
     y, state = batch_call(bn, x, state)
-    np.testing.assert_allclose(nnx_batch_call(m, x), y, rtol=1e-6, atol=1e-6)
-    assert tree_allclose(nnx.to_eqx_with_state(m), (bn, state), rtol=1e-6, atol=1e-6)
+    assert_trees_close(nnx_batch_call(m, x), y)
+    assert_trees_close(nnx.to_eqx_with_state(m), (bn, state))
   # Inference uses the debiased running averages (batch mode divides by 1 - momentum**counter).
   m.eval()
   bn_eval = eqx.nn.inference_mode(bn)
   y, _ = batch_call(bn_eval, X, state)
-  np.testing.assert_allclose(nnx_batch_call(m, X), y, rtol=1e-6, atol=1e-6)
+  assert_trees_close(nnx_batch_call(m, X), y)
   assert nnx.to_eqx_with_state(m)[0].inference is True
   if mode == "batch":
     assert int(m.counter.value) == 3
@@ -49,7 +48,7 @@ def test_from_eqx_with_state_roundtrips_after_updates():
   _, state = batch_call(bn, X, state)
   m = nnx.from_eqx(bn, state)
   assert int(m.counter.value) == 1
-  assert tree_allclose(nnx.to_eqx_with_state(m), (bn, state))
+  assert_trees_equal(nnx.to_eqx_with_state(m), (bn, state))
 
 
 def test_state_is_a_placeholder_on_the_nnx_side():
@@ -90,12 +89,12 @@ def test_user_state_index_becomes_eqx_state_variable():
   y, s = m(jnp.ones(2), None)  # Equinox's signature; the state lives in m.index
   assert s is None and float(m.index.value) == 1.0
   y2 = m(jnp.ones(2))  # called without state: the output alone
-  np.testing.assert_array_equal(y2, jnp.full(2, 3.0))
+  assert_trees_equal(y2, jnp.full(2, 3.0))
   assert float(m.index.value) == 2.0
   ye, state = model(jnp.ones(2), state)
   ye, state = model(jnp.ones(2), state)
-  np.testing.assert_array_equal(y2, ye)
-  assert tree_allclose(nnx.to_eqx_with_state(m), (model, state))
+  assert_trees_close(y2, ye)
+  assert_trees_equal(nnx.to_eqx_with_state(m), (model, state))
 
 
 def test_user_state_index_under_nnx_jit():
@@ -164,7 +163,7 @@ def test_nnx_state_carried_in_eqx_state_through_sequential():
   back = nnx.from_eqx(e, state)
   assert int(back[0].n.value) == 1 and int(back[2].n.value) == 1 and int(back[1].counter.value) == 1
   y_nnx = nnx.vmap(lambda m, x: m(x * 2), in_axes=(None, 0), axis_name="batch")(m, x)
-  np.testing.assert_allclose(y, y_nnx, rtol=1e-6)
+  assert_trees_close(y, y_nnx)
 
 
 def test_rngs_counts_are_state():
@@ -179,7 +178,7 @@ def test_rngs_counts_are_state():
   e, state = nnx.to_eqx_with_state(m)
   y1, state = e(jnp.ones(8), state)
   y2, state = e(jnp.ones(8), state)
-  np.testing.assert_array_equal(y1, m(jnp.ones(8)))
-  np.testing.assert_array_equal(y2, m(jnp.ones(8)))  # the counts advanced alike
+  assert_trees_equal(y1, m(jnp.ones(8)))
+  assert_trees_equal(y2, m(jnp.ones(8)))  # the counts advanced alike
   back = nnx.from_eqx(e, state)
   assert int(back.drop.rngs.count.value) == int(m.drop.rngs.count.value) == 2

@@ -1,5 +1,9 @@
 """Training equality: an Equinox model trained with eqx.filter_jit + optax and its
-conversion trained with nnx.jit + nnx.Optimizer follow the same loss curve."""
+conversion trained with nnx.jit + nnx.Optimizer follow the same loss curve.
+
+The two sides are different programs and 50 optimizer steps compound their
+rounding differences, so losses and trained weights use a looser tolerance
+than the single-call policy (tests/README.md)."""
 
 import equinox as eqx
 import jax
@@ -8,7 +12,7 @@ import numpy as np
 import optax
 
 import nnx_eqx as nnx
-from nnx_eqx.testing import tree_allclose
+from nnx_eqx.testing import assert_trees_close
 
 STEPS = 50
 KEYS = jax.random.split(jax.random.key(7), 8)
@@ -86,9 +90,9 @@ def test_cnn_same_loss_curve():
   tx = optax.adam(1e-2)
   eqx_losses, trained, _ = _train_eqx(model, None, batches, tx, lambda m, s, x: (jax.vmap(m)(x), s))
   nnx_losses = _train_nnx(module, batches, tx, lambda m, x: jax.vmap(m)(x))
-  np.testing.assert_allclose(nnx_losses, eqx_losses, rtol=1e-5, atol=1e-5)
+  assert_trees_close(nnx_losses, eqx_losses, atol=1e-5)
   assert eqx_losses[-1] < eqx_losses[0]
-  assert tree_allclose(nnx.to_eqx(module), trained, rtol=1e-4, atol=1e-5)
+  assert_trees_close(nnx.to_eqx(module), trained, rtol=1e-4, atol=1e-5)
 
 
 class BNNet(eqx.Module):
@@ -122,10 +126,10 @@ def test_batchnorm_model_same_loss_curve_and_statistics():
 
   eqx_losses, trained, final_state = _train_eqx(model, state, batches, tx, eqx_call)
   nnx_losses = _train_nnx(module, batches, tx, nnx_call)
-  np.testing.assert_allclose(nnx_losses, eqx_losses, rtol=1e-5, atol=1e-5)
+  assert_trees_close(nnx_losses, eqx_losses, atol=1e-5)
   assert eqx_losses[-10:].mean() < eqx_losses[:10].mean()
   assert int(module.bn.counter.value) == STEPS  # the debiasing counter advanced as in Equinox
-  assert tree_allclose(nnx.to_eqx_with_state(module), (trained, final_state), rtol=1e-4, atol=1e-5)
+  assert_trees_close(nnx.to_eqx_with_state(module), (trained, final_state), rtol=1e-4, atol=1e-5)
 
 
 class TiedLM(eqx.Module):
@@ -152,7 +156,7 @@ def test_tied_embedding_model_same_loss_curve():
   tx = optax.adam(5e-3)
   eqx_losses, trained, _ = _train_eqx(model, None, batches, tx, lambda m, s, x: (jax.vmap(m)(x), s))
   nnx_losses = _train_nnx(module, batches, tx, lambda m, x: jax.vmap(m)(x))
-  np.testing.assert_allclose(nnx_losses, eqx_losses, rtol=1e-5, atol=1e-5)
+  assert_trees_close(nnx_losses, eqx_losses, atol=1e-5)
   assert eqx_losses[-1] < eqx_losses[0]
   assert module.shared.pytree[0].embedding is module.shared.pytree[1].weight  # still tied
-  assert tree_allclose(nnx.to_eqx(module), trained, rtol=1e-4, atol=1e-5)
+  assert_trees_close(nnx.to_eqx(module), trained, rtol=1e-4, atol=1e-5)

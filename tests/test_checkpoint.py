@@ -12,7 +12,7 @@ import pytest
 from hypothesis import assume, given, settings
 
 import nnx_eqx as nnx
-from nnx_eqx.testing import graphs, tree_allclose
+from nnx_eqx.testing import assert_trees_equal, graphs, tree_allclose
 
 
 class Model(nnx.Module):
@@ -61,7 +61,7 @@ def test_round_trip_into_abstract_model_is_bit_exact(tmp_path):
   restored = nnx.checkpoint.restore(tmp_path / "ckpt", abstract)
   assert restored is abstract  # filled in place: no second model allocated
   assert all(isinstance(x, jax.Array) for x in jax.tree.leaves(restored))
-  assert tree_allclose(nnx.state(restored), nnx.state(m))
+  assert_trees_equal(nnx.state(restored), nnx.state(m))
   assert int(restored.rngs.dropout.count.value) == 3
   assert int(restored.steps.value) == 3
   assert restored.scale.value.dtype == jnp.bfloat16
@@ -77,13 +77,13 @@ def test_round_trip_into_concrete_model_and_state(tmp_path):
   other = make(5)
   assert not tree_allclose(nnx.state(other), nnx.state(m))
   assert nnx.checkpoint.restore(path, other) is other
-  assert tree_allclose(nnx.state(other), nnx.state(m))
+  assert_trees_equal(nnx.state(other), nnx.state(m))
 
   target = nnx.state(make(9), nnx.Param)
   params = nnx.checkpoint.save(tmp_path / "p", nnx.state(m, nnx.Param))
   back = nnx.checkpoint.restore(params, target)
   assert isinstance(back, nnx.State)
-  assert tree_allclose(back, nnx.state(m, nnx.Param))
+  assert_trees_equal(back, nnx.state(m, nnx.Param))
 
 
 def test_restore_places_arrays_on_the_target_sharding(tmp_path):
@@ -133,7 +133,7 @@ def test_zero_size_arrays_and_numpy_leaves_round_trip(tmp_path):
   nnx.checkpoint.restore(tmp_path / "c", target)
   assert target.empty.value.shape == (0, 3) and target.empty.value.dtype == jnp.float16
   assert isinstance(target.host.value, np.ndarray)
-  assert tree_allclose(nnx.state(target), nnx.state(m))
+  assert_trees_equal(nnx.state(target), nnx.state(m))
   target.empty = nnx.BatchStat(jnp.ones((0, 4), jnp.float16))
   with pytest.raises(nnx.CheckpointMismatchError, match=r"empty: checkpoint \(0, 3\) float16"):
     nnx.checkpoint.restore(tmp_path / "c", target)
@@ -147,7 +147,7 @@ def test_round_trip_law_on_random_graphs(tmp_path_factory, m):
   nnx.checkpoint.save(path, m)
   target = jax.tree.map(jnp.zeros_like, m)  # same graph, different values
   nnx.checkpoint.restore(path, target)
-  assert tree_allclose(nnx.state(target), nnx.state(m))
+  assert_trees_equal(nnx.state(target), nnx.state(m))
 
 
 # --------------------------------------------------------------------------
@@ -180,10 +180,10 @@ def test_optimizer_state_round_trip_is_bit_exact(tmp_path):
   nnx.checkpoint.save(tmp_path / "c", (model, opt))
   m2, o2 = make_trainable(1)
   nnx.checkpoint.restore(tmp_path / "c", (m2, o2))
-  assert tree_allclose(nnx.state((m2, o2)), nnx.state((model, opt)))
+  assert_trees_equal(nnx.state((m2, o2)), nnx.state((model, opt)))
   assert int(o2.step.value) == 3
   adam = nnx.state(o2, nnx.training.OptState)
-  assert tree_allclose(adam, nnx.state(opt, nnx.training.OptState))
+  assert_trees_equal(adam, nnx.state(opt, nnx.training.OptState))
   assert len(jax.tree.leaves(adam)) == 1 + 1 + 2 * 5  # step, count, mu and nu of 5 params
 
 
@@ -201,7 +201,7 @@ def test_variable_holding_an_optax_pytree_round_trips(tmp_path):
   target.opt = nnx.Variable(jax.tree.map(jnp.zeros_like, state))
   nnx.checkpoint.restore(tmp_path / "c", target)
   assert type(target.opt.value[0]) is type(state[0])
-  assert tree_allclose(target.opt.value, state)
+  assert_trees_equal(target.opt.value, state)
 
 
 def test_resumed_training_matches_uninterrupted_run(tmp_path):
@@ -250,7 +250,7 @@ def test_mismatch_leaves_target_unchanged(tmp_path):
   before = nnx.state(target)
   with pytest.raises(nnx.CheckpointMismatchError):
     nnx.checkpoint.restore(tmp_path / "c", target)
-  assert tree_allclose(nnx.state(target), before)
+  assert_trees_equal(nnx.state(target), before)
 
 
 def test_save_refuses_to_overwrite_and_restore_needs_a_checkpoint(tmp_path):
@@ -289,7 +289,7 @@ def test_restore_never_unpickles(tmp_path, monkeypatch):
   monkeypatch.setattr(pickle, "loads", refuse)
   monkeypatch.setattr(pickle, "Unpickler", Refusing)
   restored = nnx.checkpoint.restore(tmp_path / "c", jax.eval_shape(lambda: make(1)))
-  assert tree_allclose(nnx.state(restored), nnx.state(m))
+  assert_trees_equal(nnx.state(restored), nnx.state(m))
   buf = io.BytesIO()
   eqx.tree_serialise_leaves(buf, m, filter_spec=nnx.checkpoint.eqx_serialise_filter_spec)
   buf.seek(0)
@@ -297,7 +297,7 @@ def test_restore_never_unpickles(tmp_path, monkeypatch):
   back = eqx.tree_deserialise_leaves(
     buf, like, filter_spec=nnx.checkpoint.eqx_deserialise_filter_spec
   )
-  assert tree_allclose(nnx.state(back), nnx.state(m))
+  assert_trees_equal(nnx.state(back), nnx.state(m))
 
 
 # --------------------------------------------------------------------------
@@ -309,7 +309,7 @@ def test_eqx_serialise_leaves_round_trip_without_rngs(tmp_path):
   like = nnx.Sequence([nnx.Linear(3, 4, rngs=nnx.Rngs(5)), nnx.Linear(4, 2, rngs=nnx.Rngs(6))])
   back = eqx.tree_deserialise_leaves(tmp_path / "m.eqx", like)
   assert type(back) is nnx.Sequence
-  assert tree_allclose(nnx.state(back), nnx.state(m))
+  assert_trees_equal(nnx.state(back), nnx.state(m))
 
 
 def test_eqx_serialise_leaves_with_rngs_needs_the_key_filter_spec(tmp_path):
@@ -322,7 +322,7 @@ def test_eqx_serialise_leaves_with_rngs_needs_the_key_filter_spec(tmp_path):
   back = eqx.tree_deserialise_leaves(
     tmp_path / "m.eqx", make(3), filter_spec=nnx.checkpoint.eqx_deserialise_filter_spec
   )
-  assert tree_allclose(nnx.state(back), nnx.state(m))
+  assert_trees_equal(nnx.state(back), nnx.state(m))
   assert (raw(back.rngs.dropout()) == raw(m.rngs.dropout())).all()
 
 
@@ -340,4 +340,4 @@ def test_shared_variable_serialises_once_with_eqx(tmp_path):
     tmp_path / "m.eqx", like, filter_spec=nnx.checkpoint.eqx_deserialise_filter_spec
   )
   assert back.tied is back.l1.kernel
-  assert np.array_equal(back.tied.value, m.l1.kernel.value)
+  assert_trees_equal(back.tied.value, m.l1.kernel.value)

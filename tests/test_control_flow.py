@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import nnx_eqx as nnx
-from nnx_eqx.testing import TraceCounter, assert_no_retrace, tree_allclose
+from nnx_eqx.testing import TraceCounter, assert_no_retrace, assert_trees_equal
 
 
 class Counter(nnx.Module):
@@ -28,7 +28,7 @@ def keep(c, k):
 def test_cond_updates_from_the_branch_taken():
   c = Counter()
   y = nnx.cond(jnp.array(True), inc, keep, c, 5)
-  np.testing.assert_array_equal(y, 5 * np.ones(3))
+  assert_trees_equal(y, 5 * jnp.ones(3))
   nnx.cond(jnp.array(False), inc, keep, c, 5)
   assert int(c.n.value) == 5
 
@@ -49,7 +49,7 @@ def test_cond_only_changed_state_is_an_output_and_no_retrace():
 def test_switch():
   c = Counter()
   branches = [keep, inc, lambda c, k: -c.w.value]
-  np.testing.assert_array_equal(nnx.switch(jnp.array(2), branches, c, 3), -np.ones(3))
+  assert_trees_equal(nnx.switch(jnp.array(2), branches, c, 3), -jnp.ones(3))
   nnx.switch(1, branches, c, 3)
   assert int(c.n.value) == 3
 
@@ -113,7 +113,8 @@ def test_loop_carry_errors_are_named_and_atomic():
 
   with pytest.raises(nnx.CarryMismatchError, match="not one of the Modules passed in"):
     nnx.fori_loop(0, 3, other_module, c)
-  assert tree_allclose(nnx.state(c), before) and not hasattr(c, "extra")
+  assert_trees_equal(nnx.state(c), before)
+  assert not hasattr(c, "extra")
 
 
 def test_rngs_in_a_loop_draw_new_keys_each_step():

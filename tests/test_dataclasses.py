@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import nnx_eqx as nnx
-from nnx_eqx.testing import TraceCounter, assert_no_retrace
+from nnx_eqx.testing import TraceCounter, assert_no_retrace, assert_trees_equal
 
 
 class Count(nnx.Variable):
@@ -58,7 +58,7 @@ def test_dataclass_modules_work_with_split_merge_and_nnx_jit():
   y = step(m, jnp.ones((1, 2)))
   with assert_no_retrace(counter):
     step(m, jnp.ones((1, 2)))
-  np.testing.assert_array_equal(y, [[1.0, 1.0]])
+  assert_trees_equal(y, [[1.0, 1.0]])
   assert int(m.count.value) == 2
   m2 = nnx.merge(*nnx.split(m))  # merge does not re-run __init__
   assert type(m2.kernel) is nnx.Param and m2.mask == m.mask
@@ -150,7 +150,7 @@ def test_pytree_dataclass_is_immutable_wraps_and_unwraps():
   with pytest.raises(nnx.ImmutableError, match="cannot set attribute 'lr'"):
     p.lr = 0.2
   q = jax.jit(lambda p: p.replace(w=p.w * 3))(p)
-  np.testing.assert_array_equal(q.w, [3.0, 3.0])
+  assert_trees_equal(q.w, [3.0, 3.0])
   assert type(vars(q)["w"]) is nnx.Param and q.lr == 0.1
 
 

@@ -7,6 +7,7 @@ import numpy as np
 
 import nnx_eqx as nnx
 from nnx_eqx import demo
+from nnx_eqx.testing import assert_trees_equal
 
 
 def test_short_demo_run_learns_the_digits_and_saves_outputs(tmp_path, capsys):
@@ -40,7 +41,7 @@ def test_data_split_and_model_pieces():
   assert len(data.x_train) + len(data.x_test) == 1797 and len(data.x_test) == 360
   assert data.x_train.dtype == np.float32 and data.y_train.dtype == np.int32
   assert set(np.unique(data.y_test)) == set(range(10))  # stratified
-  np.testing.assert_array_equal(demo.load_data(seed=1).y_test, data.y_test)  # seeded
+  assert_trees_equal(demo.load_data(seed=1).y_test, data.y_test)  # seeded
   model = demo.build_model(0)
   model.eval()
   assert model.dropout.deterministic and model.bn1.use_running_average

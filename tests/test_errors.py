@@ -2,10 +2,10 @@
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 
 import nnx_eqx as nnx
+from nnx_eqx.testing import assert_trees_equal
 
 
 class Model(nnx.Module):
@@ -62,7 +62,7 @@ def test_mutation_from_another_trace():
   with pytest.raises(nnx.TraceContextError, match="RngCount"):
     jax.jit(lambda: rngs())()
   assert int(rngs.default.count.value) == 0
-  np.testing.assert_array_equal(m.stat.value, np.zeros(3))
+  assert_trees_equal(m.stat.value, jnp.zeros(3))
 
 
 def test_exception_inside_grad_leaves_module_unchanged():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import nnx_eqx as nnx
-from nnx_eqx.testing import TraceCounter, assert_no_retrace
+from nnx_eqx.testing import TraceCounter, assert_no_retrace, assert_trees_equal
 
 
 class Noisy(nnx.Module):
@@ -96,12 +96,12 @@ def test_flags_are_static_so_switching_mode_retraces_and_switching_back_hits_the
     return x * 2.0 if m.a.deterministic else x
 
   x = jnp.ones(2)
-  np.testing.assert_array_equal(run(m, x), x)
+  assert_trees_equal(run(m, x), x)
   m.eval()
-  np.testing.assert_array_equal(run(m, x), 2 * x)  # the cached walk saw the change
+  assert_trees_equal(run(m, x), 2 * x)  # the cached walk saw the change
   m.train()
   with assert_no_retrace(counter):
-    np.testing.assert_array_equal(run(m, x), x)
+    assert_trees_equal(run(m, x), x)
   assert counter.count == 2
 
 
@@ -119,12 +119,12 @@ def test_dropout_obeys_the_flag_and_an_explicit_argument_wins():
   drop = nnx.Dropout(0.5, rngs=nnx.Rngs(dropout=0))
   x = jnp.ones((4, 8))
   drop.eval()
-  np.testing.assert_array_equal(drop(x), x)
+  assert_trees_equal(drop(x), x)
   y = drop(x, deterministic=False)  # explicit argument beats eval()
   assert set(np.unique(np.asarray(y)).tolist()) <= {0.0, 2.0} and not np.array_equal(y, x)
   drop.train()
   assert not np.array_equal(drop(x), x)
-  np.testing.assert_array_equal(drop(x, deterministic=True), x)  # beats train()
+  assert_trees_equal(drop(x, deterministic=True), x)  # beats train()
 
 
 def test_batchnorm_obeys_the_flag_and_an_explicit_argument_wins():
@@ -134,13 +134,13 @@ def test_batchnorm_obeys_the_flag_and_an_explicit_argument_wins():
   m.eval()
   assert m.bn.use_running_average and m.dropout.deterministic
   m(x)
-  np.testing.assert_array_equal(m.bn.mean.value, mean0)  # running stats untouched
+  assert_trees_equal(m.bn.mean.value, mean0)  # running stats untouched
   m.bn(m.linear(x), use_running_average=False)  # explicit argument beats eval()
   assert not np.array_equal(m.bn.mean.value, mean0)
   m.train()
   mean1 = m.bn.mean.value
   m.bn(m.linear(x), use_running_average=True)  # beats train()
-  np.testing.assert_array_equal(m.bn.mean.value, mean1)
+  assert_trees_equal(m.bn.mean.value, mean1)
   m(x)
   assert not np.array_equal(m.bn.mean.value, mean1)
 

@@ -2,9 +2,10 @@
 
 import jax
 import jax.numpy as jnp
-import numpy as np
+import pytest
 
 import nnx_eqx as nnx
+from nnx_eqx.testing import assert_trees_equal
 
 
 class Block(nnx.Module):
@@ -31,7 +32,7 @@ def test_split_paths_sorted_and_filters():
   assert isinstance(rest.buffer, jax.Array)
   m2 = nnx.merge(graphdef, params, rest)
   assert m2.name == "block" and isinstance(m2.linear, nnx.Linear)
-  np.testing.assert_array_equal(m2.linear.kernel.value, m.linear.kernel.value)
+  assert_trees_equal(m2.linear.kernel.value, m.linear.kernel.value)
 
 
 def test_shared_objects_emitted_once_and_restored():
@@ -86,7 +87,7 @@ def test_graphdef_cache_invalidated_by_structural_change():
   assert nnx.graphdef(m) is g2
   m.buffer = jnp.zeros(3)  # array replaced by array: values only
   assert nnx.graphdef(m) is g2
-  np.testing.assert_array_equal(nnx.state(m).buffer, np.zeros(3))
+  assert_trees_equal(nnx.state(m).buffer, jnp.zeros(3))
 
 
 def test_list_mutation_invalidates_cache():
@@ -138,7 +139,7 @@ def test_raw_array_inside_tuple_written_back_by_update():
   m = nnx.Module()
   m.pair = (jnp.zeros(2), "static")
   nnx.update(m, nnx.State({"pair": {0: jnp.ones(2)}}))
-  np.testing.assert_array_equal(m.pair[0], np.ones(2))
+  assert_trees_equal(m.pair[0], jnp.ones(2))
   assert m.pair[1] == "static"
 
 
@@ -166,4 +167,24 @@ def test_modules_are_pytrees_with_key_paths():
   assert paths == [".dec.bias", ".dec.kernel"]
   m2 = jax.tree.map(lambda x: x + 1, m)
   assert m2.enc is m2.dec
-  np.testing.assert_array_equal(m2.enc.bias.value, np.ones(3))
+  assert_trees_equal(m2.enc.bias.value, jnp.ones(3))
+
+
+def test_merge_reads_states_of_any_split_and_reports_mismatches():
+  m = Block(nnx.Rngs(0))
+  graphdef, params, rest = nnx.split(m, nnx.Param, ...)
+  again = nnx.merge(graphdef, rest, params)  # order of the States does not matter
+  assert nnx.graphdef(again) == graphdef
+  flat = params.flat_state()
+  some = next(iter(flat))
+  # the same path twice: the later State wins, as for a flat update
+  override = nnx.State.from_flat_path({some: nnx.Param(flat[some].value * 0)})
+  merged = nnx.merge(graphdef, params, rest, override)
+  assert float(abs(nnx.state(merged).flat_state()[some].value).sum()) == 0.0
+  plain = {k: v for k, v in params.items()}  # plain dicts of States are accepted
+  assert nnx.graphdef(nnx.merge(graphdef, plain, rest)) == graphdef
+  with pytest.raises(nnx.StateMismatchError, match="missing paths: "):
+    nnx.merge(graphdef, params)
+  extra = nnx.State.from_flat_path({("nope",): nnx.Param(jnp.ones(1))})
+  with pytest.raises(nnx.StateMismatchError, match="unexpected paths: nope"):
+    nnx.merge(graphdef, params, rest, extra)

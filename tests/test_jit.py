@@ -2,11 +2,10 @@
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 
 import nnx_eqx as nnx
-from nnx_eqx.testing import TraceCounter, assert_no_retrace
+from nnx_eqx.testing import TraceCounter, assert_no_retrace, assert_trees_close, assert_trees_equal
 
 
 class Counter(nnx.Module):
@@ -28,7 +27,7 @@ def test_updates_propagate_and_no_retrace():
     for _ in range(3):
       y = f(m, jnp.ones(3))
   assert int(m.n.value) == 4 and counter.count == 1
-  np.testing.assert_array_equal(y, np.ones(3))
+  assert_trees_equal(y, jnp.ones(3))
   f(m, jnp.ones((2, 3)))  # new shape: one more trace
   assert counter.count == 2
 
@@ -109,7 +108,7 @@ def test_structural_changes_and_returned_modules():
 
   new, same = f(m)
   assert same is m and isinstance(m.extra, nnx.Intermediate)
-  np.testing.assert_array_equal(m.extra.value, 2 * np.ones(3))
+  assert_trees_equal(m.extra.value, 2 * jnp.ones(3))
   assert isinstance(new, nnx.Linear) and new.kernel.value.shape == (2, 2)
   assert isinstance(new.kernel.value, jax.Array)
 
@@ -129,7 +128,7 @@ def test_exception_leaves_module_unchanged():
   with pytest.raises(ValueError, match="boom"):
     bad(m)
   assert nnx.graphdef(m) == g and not hasattr(m, "added")
-  np.testing.assert_array_equal(nnx.state(m).w.value, before.w.value)
+  assert_trees_equal(nnx.state(m).w.value, before.w.value)
   assert int(m.n.value) == 0
 
 
@@ -159,4 +158,89 @@ def test_returned_grads_state_is_plain_output():
   assert len(jax.tree.leaves(lowered.out_info)) == 2  # the two grads, no params passed through
   grads = f(m, x)
   assert isinstance(grads.kernel, nnx.Param) and grads.kernel is not m.kernel
-  np.testing.assert_allclose(grads.bias.value, 4 * np.ones(2))
+  assert_trees_close(grads.bias.value, 4 * jnp.ones(2))
+
+
+# -- the repeat-call fast path must notice every change between calls ----------
+class Holder(nnx.Module):
+  def __init__(self):
+    self.sub = Counter()
+    self.w = nnx.Param(jnp.ones(3))
+
+
+def _bump_all(h, x):
+  h.w.value = h.w.value + 1
+  return h.sub(x) * h.w  # the call bumps h.sub.n
+
+
+def test_repeat_calls_see_a_replaced_variable():
+  f = nnx.jit(_bump_all)
+  h = Holder()
+  f(h, jnp.ones(3))
+  old = h.w
+  h.w = nnx.Param(jnp.full(3, 10.0))
+  y = f(h, jnp.ones(3))
+  assert_trees_equal(y, jnp.full(3, 11.0))
+  assert_trees_equal(h.w.value, jnp.full(3, 11.0))
+  assert_trees_equal(old.value, jnp.full(3, 2.0))  # the replaced one is left alone
+
+
+def test_repeat_calls_see_a_swapped_submodule():
+  f = nnx.jit(_bump_all)
+  h = Holder()
+  f(h, jnp.ones(3))
+  old, new = h.sub, Counter()
+  h.sub = new
+  f(h, jnp.ones(3))
+  assert int(new.n.value) == 1 and int(old.n.value) == 1 and h.sub is new
+
+
+def test_repeat_calls_see_a_shared_reference_added():
+  @nnx.jit
+  def f(a, b):
+    a.v += 1
+    return a.v is b.v
+
+  a, b = nnx.Module(), nnx.Module()
+  a.v, b.v = nnx.Variable(jnp.array(0)), nnx.Variable(jnp.array(100))
+  assert not bool(f(a, b))
+  b.v = a.v
+  assert bool(f(a, b))
+  f(a, b)
+  assert int(a.v.value) == 3 and b.v is a.v
+
+
+def test_repeat_calls_with_other_objects_of_the_same_types():
+  f = nnx.jit(_bump_all)
+  h1, h2 = Holder(), Holder()
+  for _ in range(3):
+    f(h1, jnp.ones(3))
+  f(h2, jnp.ones(3))
+  f(h1, jnp.ones(3))
+  assert int(h1.sub.n.value) == 4 and int(h2.sub.n.value) == 1
+
+
+def test_repeat_calls_see_values_set_outside_and_an_argument_turned_module():
+  @nnx.jit
+  def f(m, other):
+    return m.w.value.sum() + (other.w.value.sum() if isinstance(other, Counter) else other)
+
+  m = Counter()
+  assert float(f(m, jnp.array(1.0))) == 4.0
+  m.w.value = jnp.zeros(3)  # a value change: no structural change, still seen
+  assert float(f(m, jnp.array(1.0))) == 1.0
+  assert float(f(m, Counter())) == 3.0  # same position, now a Module: split again
+
+
+def test_repeat_calls_see_an_array_attribute_replaced():
+  @nnx.jit
+  def f(m):
+    m.buf = m.buf * 2
+    return m.buf.sum()
+
+  m = nnx.Module()
+  m.buf = jnp.ones(2)
+  f(m)
+  m.buf = jnp.full(2, 5.0)  # array replaced by array: values only, the walk is kept
+  assert float(f(m)) == 20.0
+  assert_trees_equal(m.buf, jnp.full(2, 10.0))

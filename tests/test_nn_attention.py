@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import nnx_eqx as nnx
+from nnx_eqx.testing import assert_trees_close, assert_trees_equal
 
 
 def randn(*shape, seed=0):
@@ -33,8 +34,8 @@ def test_dot_product_attention_matches_manual_einsum():
   bias = randn(1, 4, 3, 6, seed=4)
   for kw in ({}, {"mask": mask}, {"bias": bias}, {"mask": mask, "bias": bias}):
     out, w = manual_attention(q, k, v, **kw)
-    np.testing.assert_array_equal(nnx.dot_product_attention(q, k, v, **kw), out)
-    np.testing.assert_array_equal(nnx.dot_product_attention_weights(q, k, **kw), w)
+    assert_trees_close(nnx.dot_product_attention(q, k, v, **kw), out)
+    assert_trees_close(nnx.dot_product_attention_weights(q, k, **kw), w)
 
 
 def test_attention_dropout_on_weights():
@@ -44,7 +45,7 @@ def test_attention_dropout_on_weights():
   )
   b = nnx.dot_product_attention(q, k, v, dropout_rate=0.5, deterministic=True)
   assert not np.array_equal(a, b)
-  np.testing.assert_array_equal(b, manual_attention(q, k, v)[0])
+  assert_trees_close(b, manual_attention(q, k, v)[0])
 
 
 def test_attention_shape_errors():
@@ -59,10 +60,10 @@ def test_attention_shape_errors():
 def test_masks():
   causal = nnx.make_causal_mask(jnp.ones((2, 4)))
   assert causal.shape == (2, 1, 4, 4)
-  np.testing.assert_array_equal(causal[0, 0], jnp.tril(jnp.ones((4, 4))))
+  assert_trees_equal(causal[0, 0], jnp.tril(jnp.ones((4, 4))))
   pad = nnx.make_attention_mask(jnp.array([[1, 1, 0]]), jnp.array([[1, 0, 1]]))
-  np.testing.assert_array_equal(pad[0, 0], [[1, 0, 1], [1, 0, 1], [0, 0, 0]])
-  np.testing.assert_array_equal(nnx.combine_masks(causal, None, causal), causal)
+  assert_trees_equal(pad[0, 0], [[1, 0, 1], [1, 0, 1], [0, 0, 0]])
+  assert_trees_equal(nnx.combine_masks(causal, None, causal), causal)
   assert nnx.combine_masks(None) is None
   with pytest.raises(nnx.InputShapeError, match="same rank"):
     nnx.combine_masks(causal, jnp.ones((4, 4)))
@@ -87,7 +88,7 @@ def test_mha_layout_and_math_match_manual_einsums():
   q, k, v = proj(mha.query, xq), proj(mha.key, xkv), proj(mha.value, xkv)
   h, _ = manual_attention(q, k, v)
   expected = jnp.einsum("...hd,hdo->...o", h, mha.out.kernel.value) + mha.out.bias.value
-  np.testing.assert_allclose(mha(xq, xkv), expected, rtol=1e-5, atol=1e-6)
+  assert_trees_close(mha(xq, xkv), expected)
 
 
 def test_mha_decode_cache_equals_full_causal_attention():
@@ -99,7 +100,7 @@ def test_mha_decode_cache_equals_full_causal_attention():
   step = nnx.jit(lambda m, t: m(t, decode=True))
   steps = [step(mha, x[:, i : i + 1]) for i in range(5)]
   assert int(mha.cache_index.value) == 5
-  np.testing.assert_allclose(jnp.concatenate(steps, axis=1), full, rtol=1e-5, atol=1e-6)
+  assert_trees_close(jnp.concatenate(steps, axis=1), full)
 
 
 def test_mha_decode_errors():
@@ -129,10 +130,10 @@ def test_mha_dropout_follows_the_deterministic_flag():
     mha(x)  # flax default: deterministic=None
   mha.eval()
   y = mha(x)
-  np.testing.assert_array_equal(y, mha(x))
+  assert_trees_equal(y, mha(x))
   mha.train()
   assert not np.array_equal(mha(x), y)
-  np.testing.assert_array_equal(mha(x, deterministic=True), y)  # the argument wins
+  assert_trees_equal(mha(x, deterministic=True), y)  # the argument wins
   assert int(mha.rngs.count.value) == 1
 
 
@@ -142,4 +143,4 @@ def test_mha_sow_weights_and_normalize_qk():
   mha(randn(1, 3, 6), sow_weights=True)
   (weights,) = nnx.pop(mha, nnx.Intermediate).attention_weights.value
   assert weights.shape == (1, 2, 3, 3)
-  np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-6)
+  assert_trees_close(weights.sum(-1), 1.0)

@@ -7,6 +7,7 @@ import pytest
 from jax import lax
 
 import nnx_eqx as nnx
+from nnx_eqx.testing import assert_trees_close
 
 
 def randn(*shape, seed=0):
@@ -62,7 +63,7 @@ def test_conv_matches_conv_general_dilated(kernel_size, kwargs, lax_padding):
     lhs=kwargs.get("input_dilation", 1),
     rhs=kwargs.get("kernel_dilation", 1),
   )
-  np.testing.assert_array_equal(conv(x), expected)
+  assert_trees_close(conv(x), expected)
   assert conv.kernel.value.shape == (*kernel_size, 4, 6) and conv.bias.value.shape == (6,)
 
 
@@ -70,7 +71,7 @@ def test_conv_feature_groups():
   conv = nnx.Conv(4, 6, (3, 3), feature_group_count=2, rngs=nnx.Rngs(0), **INIT)
   assert conv.kernel.value.shape == (3, 3, 2, 6)
   x = randn(2, 5, 5, 4)
-  np.testing.assert_array_equal(conv(x), _ref_conv(conv, x, padding="SAME", groups=2))
+  assert_trees_close(conv(x), _ref_conv(conv, x, padding="SAME", groups=2))
 
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
@@ -79,30 +80,30 @@ def test_conv_batched_unbatched_and_multi_batch_agree(dtype):
   x = randn(2, 3, 6, 6, 3)
   y = conv(x)
   assert y.shape == (2, 3, 6, 6, 5) and y.dtype == dtype
-  np.testing.assert_array_equal(y[1, 2], conv(x[1, 2]))
-  np.testing.assert_array_equal(y.reshape(6, 6, 6, 5), conv(x.reshape(6, 6, 6, 3)))
+  assert_trees_close(y[1, 2], conv(x[1, 2]))
+  assert_trees_close(y.reshape(6, 6, 6, 5), conv(x.reshape(6, 6, 6, 3)))
 
 
 def test_conv_circular_and_causal_padding():
   conv = nnx.Conv(2, 3, (3, 3), padding="CIRCULAR", rngs=nnx.Rngs(0), **INIT)
   x = randn(1, 5, 5, 2)
   padded = jnp.pad(x, [(0, 0), (1, 1), (1, 1), (0, 0)], mode="wrap")
-  np.testing.assert_array_equal(conv(x), _ref_conv(conv, padded, padding="VALID"))
+  assert_trees_close(conv(x), _ref_conv(conv, padded, padding="VALID"))
   causal = nnx.Conv(2, 3, 3, padding="CAUSAL", kernel_dilation=2, rngs=nnx.Rngs(0), **INIT)
   x1 = randn(1, 8, 2)
   expected = _ref_conv(causal, jnp.pad(x1, [(0, 0), (4, 0), (0, 0)]), padding="VALID", rhs=2)
   y = causal(x1)
-  np.testing.assert_array_equal(y, expected)
+  assert_trees_close(y, expected)
   # causality: the output at t only depends on inputs up to t
   x2 = x1.at[:, 5:].set(0.0)
-  np.testing.assert_array_equal(causal(x2)[:, :5], y[:, :5])
+  assert_trees_close(causal(x2)[:, :5], y[:, :5])
 
 
 def test_conv_mask_multiplies_the_kernel():
   mask = jnp.zeros((3, 3, 2, 4)).at[1, 1].set(1.0)
   conv = nnx.Conv(2, 4, (3, 3), mask=mask, use_bias=False, rngs=nnx.Rngs(0))
   x = randn(1, 5, 5, 2)
-  np.testing.assert_array_equal(conv(x), x @ conv.kernel.value[1, 1])
+  assert_trees_close(conv(x), x @ conv.kernel.value[1, 1])
 
 
 def test_conv_errors_name_the_problem():
@@ -138,8 +139,8 @@ def test_conv_transpose_matches_lax(transpose_kernel):
   )
   y = conv(x)
   assert y.shape == (2, 8, 8, 2)
-  np.testing.assert_array_equal(y, expected)
-  np.testing.assert_array_equal(conv(x[0]), y[0])
+  assert_trees_close(y, expected)
+  assert_trees_close(conv(x[0]), y[0])
   with pytest.raises(nnx.LayerConfigError, match="not supported"):
     nnx.ConvTranspose(3, 2, (3, 3), padding="CIRCULAR", rngs=nnx.Rngs(0))
 
@@ -151,7 +152,7 @@ def test_conv_gradients_flow_through_nnx_grad():
   expected = jax.grad(lambda k: ((_ref_conv_k(k, conv.bias.value, x)) ** 2).sum())(
     conv.kernel.value
   )
-  np.testing.assert_allclose(grads.kernel.value, expected, rtol=1e-6)
+  assert_trees_close(grads.kernel.value, expected)
 
 
 def _ref_conv_k(k, b, x):

@@ -8,7 +8,7 @@ import pytest
 
 import nnx_eqx as nnx
 from nnx_eqx.nn._stochastic import next_key, own_stream
-from nnx_eqx.testing import TraceCounter, assert_no_retrace
+from nnx_eqx.testing import TraceCounter, assert_no_retrace, assert_trees_close, assert_trees_equal
 
 X = jnp.asarray(np.random.default_rng(0).standard_normal((4, 6)), jnp.float32)
 
@@ -20,7 +20,7 @@ def test_mask_is_bernoulli_from_the_forked_dropout_stream():
   base = jax.random.fold_in(jax.random.key(7), 0)
   for n in range(2):
     keep = jax.random.bernoulli(jax.random.fold_in(base, n), 0.7, X.shape)
-    np.testing.assert_array_equal(drop(X), jnp.where(keep, X / 0.7, 0.0))
+    assert_trees_close(drop(X), jnp.where(keep, X / 0.7, 0.0))
   assert int(drop.rngs.count.value) == 2
 
 
@@ -28,10 +28,10 @@ def test_masks_differ_across_calls_and_repeat_under_the_same_seed():
   a, b = nnx.Dropout(0.5, rngs=nnx.Rngs(0)), nnx.Dropout(0.5, rngs=nnx.Rngs(0))
   ya1, ya2 = a(X), a(X)
   assert not np.array_equal(ya1 == 0, ya2 == 0)
-  np.testing.assert_array_equal(ya1, b(X))
-  np.testing.assert_array_equal(ya2, b(X))
+  assert_trees_equal(ya1, b(X))
+  assert_trees_equal(ya2, b(X))
   kept = ya1 != 0
-  np.testing.assert_array_equal(ya1[kept], (X / 0.5)[kept])
+  assert_trees_close(ya1[kept], (X / 0.5)[kept])
 
 
 def test_counts_advance_through_nnx_jit():
@@ -42,7 +42,7 @@ def test_counts_advance_through_nnx_jit():
   with assert_no_retrace(counter):
     y2 = f(drop, X)
   assert int(drop.rngs.count.value) == 2 and not np.array_equal(y1, y2)
-  np.testing.assert_array_equal(y1, nnx.Dropout(0.5, rngs=nnx.Rngs(0))(X))
+  assert_trees_equal(y1, nnx.Dropout(0.5, rngs=nnx.Rngs(0))(X))
 
 
 def test_broadcast_dims_share_the_mask():
@@ -53,7 +53,7 @@ def test_broadcast_dims_share_the_mask():
 
 def test_rate_zero_and_one():
   assert nnx.Dropout(0.0)(X) is X  # no key needed
-  np.testing.assert_array_equal(nnx.Dropout(1.0)(X), jnp.zeros_like(X))
+  assert_trees_equal(nnx.Dropout(1.0)(X), jnp.zeros_like(X))
 
 
 def test_deterministic_attribute_and_the_call_argument_wins():
@@ -86,8 +86,8 @@ def test_train_eval_and_set_attributes_switch_the_whole_graph():
   net.eval()
   assert [d.deterministic for d in net.blocks] == [True, True] and net.bn.use_running_average
   y = net(X)
-  np.testing.assert_array_equal(y, net(X))  # deterministic and stats frozen
-  np.testing.assert_array_equal(net.bn.mean.value, jnp.zeros(6))
+  assert_trees_equal(y, net(X))  # deterministic and stats frozen
+  assert_trees_equal(net.bn.mean.value, jnp.zeros(6))
   net.train()
   assert not net.bn.use_running_average and not any(d.deterministic for d in net.blocks)
   assert not np.array_equal(net(X), net(X))
@@ -118,8 +118,8 @@ def test_rngs_given_to_the_call_take_precedence():
   y = drop(X, rngs=rngs)
   assert int(rngs.dropout.count.value) == 1
   key = jax.random.fold_in(jax.random.key(3), 0)
-  np.testing.assert_array_equal(y, drop(X, rngs=key))  # a raw key works too
-  np.testing.assert_array_equal(y, drop(X, rngs=nnx.RngStream(3, tag="dropout")))
+  assert_trees_equal(y, drop(X, rngs=key))  # a raw key works too
+  assert_trees_equal(y, drop(X, rngs=nnx.RngStream(3, tag="dropout")))
   # A wrong rngs type is a TypeError; with the annotation checks of the test suite the
   # signature rejects it first, so the layer's own messages are checked on its helpers.
   with pytest.raises(TypeError):
@@ -133,4 +133,4 @@ def test_rngs_given_to_the_call_take_precedence():
 def test_rng_collection_picks_the_stream_and_falls_back_to_default():
   a = nnx.Dropout(0.5, rng_collection="noise", rngs=nnx.Rngs(noise=5))
   b = nnx.Dropout(0.5, rng_collection="noise", rngs=nnx.Rngs(5))  # default stream
-  np.testing.assert_array_equal(a(X), b(X))
+  assert_trees_equal(a(X), b(X))

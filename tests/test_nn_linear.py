@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import nnx_eqx as nnx
-from nnx_eqx.testing import TraceCounter, assert_no_retrace
+from nnx_eqx.testing import TraceCounter, assert_no_retrace, assert_trees_close, assert_trees_equal
 
 
 def randn(*shape, seed=0):
@@ -42,7 +42,7 @@ def test_linear_matches_matmul_plus_bias(batch, param_dtype, x_dtype, dtype, out
   cd = out_dtype
   expected = x.astype(cd) @ layer.kernel.value.astype(cd) + layer.bias.value.astype(cd)
   assert y.shape == (*batch, 3) and y.dtype == out_dtype
-  np.testing.assert_array_equal(y, expected)
+  assert_trees_close(y, expected)
   assert layer.kernel.value.dtype == param_dtype and layer.bias.value.dtype == param_dtype
 
 
@@ -50,10 +50,10 @@ def test_linear_init_uses_the_params_stream_like_flax():
   layer = nnx.Linear(4, 3, rngs=nnx.Rngs(0))
   # Rngs(0).params() is fold_in(key(0), count): count 0 for the kernel, 1 for the bias.
   k0 = jax.random.fold_in(jax.random.key(0), 0)
-  np.testing.assert_array_equal(
+  assert_trees_close(
     layer.kernel.value, jax.nn.initializers.lecun_normal()(k0, (4, 3), jnp.float32)
   )
-  np.testing.assert_array_equal(layer.bias.value, jnp.zeros(3))
+  assert_trees_equal(layer.bias.value, jnp.zeros(3))
   assert isinstance(layer.kernel, nnx.Param)
 
 
@@ -61,7 +61,7 @@ def test_linear_without_bias_has_no_bias_leaf():
   layer = nnx.Linear(4, 3, use_bias=False, rngs=nnx.Rngs(0), **INIT)
   assert layer.bias is None and sorted(nnx.state(layer)) == ["kernel"]
   x = _x((2, 4))
-  np.testing.assert_array_equal(layer(x), x @ layer.kernel.value)
+  assert_trees_close(layer(x), x @ layer.kernel.value)
 
 
 def test_linear_wrong_input_size_names_expected_and_actual():
@@ -82,7 +82,7 @@ def test_linear_under_nnx_jit_traces_once():
   counter = TraceCounter()
   f = nnx.jit(counter(lambda m, x: m(x)))
   x = _x((2, 4))
-  np.testing.assert_array_equal(f(layer, x), layer(x))
+  assert_trees_close(f(layer, x), layer(x))
   with assert_no_retrace(counter):
     f(layer, x)
 
@@ -93,11 +93,11 @@ def test_linear_general_matches_einsum(batch):
   x = _x((*batch, 5, 6))
   assert q.kernel.value.shape == (6, 2, 4) and q.bias.value.shape == (2, 4)
   expected = jnp.einsum("...i,ihd->...hd", x, q.kernel.value) + q.bias.value
-  np.testing.assert_allclose(q(x), expected, rtol=1e-6, atol=1e-6)
+  assert_trees_close(q(x), expected)
   out = nnx.LinearGeneral((2, 4), 6, axis=(-2, -1), rngs=nnx.Rngs(1), **INIT)
   h = _x((*batch, 5, 2, 4))
   expected = jnp.einsum("...hd,hdo->...o", h, out.kernel.value) + out.bias.value
-  np.testing.assert_allclose(out(h), expected, rtol=1e-6, atol=1e-6)
+  assert_trees_close(out(h), expected)
 
 
 def test_linear_general_batch_axis_has_a_kernel_per_batch_index():
@@ -105,7 +105,7 @@ def test_linear_general_batch_axis_has_a_kernel_per_batch_index():
   assert layer.kernel.value.shape == (4, 3, 2) and layer.bias.value.shape == (4, 2)
   x = _x((4, 5, 3))
   expected = jnp.einsum("bti,bio->bto", x, layer.kernel.value) + layer.bias.value[:, None, :]
-  np.testing.assert_allclose(layer(x), expected, rtol=1e-6, atol=1e-6)
+  assert_trees_close(layer(x), expected)
 
 
 def test_linear_general_errors():
@@ -120,7 +120,7 @@ def test_einsum_matches_jnp_einsum():
   layer = nnx.Einsum((5, 4, 6), (5, 6), "nta,hab->nthb", rngs=nnx.Rngs(0), **INIT)
   x = _x((2, 3, 4))
   expected = jnp.einsum("nta,hab->nthb", x, layer.kernel.value) + layer.bias.value
-  np.testing.assert_array_equal(layer(x), expected)
+  assert_trees_close(layer(x), expected)
   # the call's equation overrides the constructor's
   y = layer(_x((3, 4)), "ta,hab->thb")
   assert y.shape == (3, 5, 6)
@@ -133,9 +133,9 @@ def test_einsum_matches_jnp_einsum():
 def test_embed_lookup_and_attend_are_exact():
   emb = nnx.Embed(7, 3, embedding_init=np_init, rngs=nnx.Rngs(0))
   ids = jnp.array([[0, 6, 2], [3, 3, 1]])
-  np.testing.assert_array_equal(emb(ids), emb.embedding.value[ids])
+  assert_trees_equal(emb(ids), emb.embedding.value[ids])
   q = _x((2, 3))
-  np.testing.assert_array_equal(emb.attend(q), q @ emb.embedding.value.T)
+  assert_trees_close(emb.attend(q), q @ emb.embedding.value.T)
   assert emb(jnp.array(4)).shape == (3,)
 
 
@@ -150,6 +150,6 @@ def test_embed_errors():
     emb(jnp.ones(2))
   with pytest.raises(TypeError):
     emb(jnp.ones(2))
-  np.testing.assert_array_equal(emb(np.array([1, 2])), emb(jnp.array([1, 2])))  # NumPy ids
+  assert_trees_equal(emb(np.array([1, 2])), emb(jnp.array([1, 2])))  # NumPy ids
   with pytest.raises(nnx.InputShapeError, match="Embed.attend.*has 4 features.*expects 3"):
     emb.attend(jnp.ones((2, 4)))

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import nnx_eqx as nnx
+from nnx_eqx.testing import assert_trees_close, assert_trees_equal
 
 XS = jnp.asarray(np.random.default_rng(0).standard_normal((6, 2, 3)), jnp.float32)  # (T, B, in)
 
@@ -28,7 +29,7 @@ def test_lstm_cell_loop_matches_the_equations():
   cell = nnx.LSTMCell(3, 4, rngs=nnx.Rngs(0), **INIT)
   carry = cell.initialize_carry(XS.shape[1:])
   c = h = jnp.zeros((2, 4))
-  np.testing.assert_array_equal(carry[0], c)
+  assert_trees_equal(carry[0], c)
   sig = jax.nn.sigmoid
   for x in XS:
     carry, y = cell(carry, x)
@@ -38,9 +39,9 @@ def test_lstm_cell_loop_matches_the_equations():
     o = sig(lin(cell.io, x) + lin(cell.ho, h))
     c = f * c + i * g
     h = o * jnp.tanh(c)
-    np.testing.assert_array_equal(carry[0], c)
-    np.testing.assert_array_equal(carry[1], h)
-    np.testing.assert_array_equal(y, h)
+    assert_trees_close(carry[0], c)
+    assert_trees_close(carry[1], h)
+    assert_trees_close(y, h)
   assert cell.ii.bias is None and cell.hi.bias is not None
 
 
@@ -56,8 +57,8 @@ def test_optimized_lstm_equals_lstm_with_the_same_weights():
   for x in XS:
     a, ya = cell(a, x)
     b, yb = fused(b, x)
-  np.testing.assert_allclose(yb, ya, rtol=1e-5, atol=1e-6)
-  np.testing.assert_allclose(b[0], a[0], rtol=1e-5, atol=1e-6)
+  assert_trees_close(yb, ya)
+  assert_trees_close(b[0], a[0])
 
 
 def test_gru_cell_loop_matches_the_equations():
@@ -71,8 +72,8 @@ def test_gru_cell_loop_matches_the_equations():
     r, z = jax.nn.sigmoid(xr + hr), jax.nn.sigmoid(xz + hz)
     n = jnp.tanh(xn + r * hn)
     h = (1.0 - z) * n + z * h
-    np.testing.assert_array_equal(carry, h)
-    np.testing.assert_array_equal(y, h)
+    assert_trees_close(carry, h)
+    assert_trees_close(y, h)
   assert cell.dense_h.bias is None
 
 
@@ -85,7 +86,7 @@ def test_simple_cell_matches_the_equations(residual):
     h, y = cell(h, x)
     pre = lin(cell.dense_i, x) + ref @ cell.dense_h.kernel.value
     ref = jnp.tanh(pre + ref if residual else pre)
-    np.testing.assert_array_equal(h, ref)
+    assert_trees_close(h, ref)
 
 
 def test_cell_scanned_with_split_merge_equals_the_python_loop():
@@ -100,8 +101,8 @@ def test_cell_scanned_with_split_merge_equals_the_python_loop():
   h = h0
   for t, x in enumerate(XS):
     h, y = cell(h, x)
-    np.testing.assert_allclose(ys[t], y, rtol=1e-6, atol=1e-6)
-  np.testing.assert_allclose(h_scan, h, rtol=1e-6, atol=1e-6)
+    assert_trees_close(ys[t], y)
+  assert_trees_close(h_scan, h)
 
 
 def test_initialize_carry_shapes_dtypes_and_rngs():

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import nnx_eqx as nnx
-from nnx_eqx.testing import TraceCounter, assert_no_retrace
+from nnx_eqx.testing import TraceCounter, assert_no_retrace, assert_trees_equal
 
 
 class Holder(nnx.Module):
@@ -43,7 +43,7 @@ def test_node_value_is_traced_and_updated_through_nnx_jit():
 
   double(m)
   double(m)
-  np.testing.assert_array_equal(m.node.value, [4.0, 8.0])
+  assert_trees_equal(m.node.value, [4.0, 8.0])
 
 
 def test_static_array_lives_in_the_graphdef_and_is_a_compile_time_constant():
@@ -60,10 +60,10 @@ def test_static_array_lives_in_the_graphdef_and_is_a_compile_time_constant():
   def masked(m):
     return m.w.value * m.mask.value.astype(jnp.float32)
 
-  np.testing.assert_array_equal(masked(a), [1.0, 0.0])
+  assert_trees_equal(masked(a), [1.0, 0.0])
   with assert_no_retrace(counter):
-    np.testing.assert_array_equal(masked(b), [1.0, 0.0])  # equal content: cache hit
-  np.testing.assert_array_equal(masked(c), [0.0, 1.0])
+    assert_trees_equal(masked(b), [1.0, 0.0])  # equal content: cache hit
+  assert_trees_equal(masked(c), [0.0, 1.0])
   assert counter.count == 2
   assert nnx.merge(*nnx.split(c)).mask.value.tolist() == [0.0, 1.0]
 
@@ -120,7 +120,7 @@ def test_register_node_type_makes_user_objects_state_leaves():
     m.p = _Point(m.p.x + 1, m.p.y)
 
   shift(m)
-  np.testing.assert_array_equal(m.p.x, [2.0, 2.0])
+  assert_trees_equal(m.p.x, [2.0, 2.0])
 
 
 def test_is_node_and_is_node_leaf_semantics():

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nnx_eqx as nnx
-from nnx_eqx.testing import all_paths, graphs, same_graph, tree_allclose
+from nnx_eqx.testing import all_paths, assert_trees_equal, graphs, same_graph
 from nnx_eqx.testing._graphs import Counter
 
 N = 200  # examples per law in CI
@@ -72,11 +72,11 @@ def test_pytree_flatten_unflatten_preserves_sharing(m):
 @given(graphs())
 def test_state_is_a_pytree_and_pure_dict_round_trips(m):
   state = nnx.state(m)
-  assert tree_allclose(jax.tree.map(lambda x: x, state), state)
+  assert_trees_equal(jax.tree.map(lambda x: x, state), state)
   pure = state.to_pure_dict()
   fresh = nnx.state(nnx.clone(m))
   fresh.replace_by_pure_dict(pure)
-  assert tree_allclose(fresh, state)
+  assert_trees_equal(fresh, state)
 
 
 @settings(max_examples=N)
@@ -86,7 +86,7 @@ def test_update_writes_values_back(m):
   assert same_graph(twin, m)
   doubled = jax.tree.map(lambda x: x if x.dtype == np.bool_ else x + x, nnx.state(m))
   nnx.update(twin, doubled)
-  assert tree_allclose(nnx.state(twin), doubled)
+  assert_trees_equal(nnx.state(twin), doubled)
   nnx.update(twin, nnx.state(m))
   assert same_graph(twin, m)
 
@@ -100,7 +100,7 @@ def test_clone_is_independent(m):
   for _, v in nnx.iter_graph(c):
     if isinstance(v, nnx.Variable) and hasattr(v.value, "dtype") and v.value.size:
       v.value = jax.numpy.zeros_like(v.value)
-  assert tree_allclose(nnx.state(m), before)
+  assert_trees_equal(nnx.state(m), before)
 
 
 @settings(max_examples=40)
@@ -108,7 +108,7 @@ def test_clone_is_independent(m):
 def test_jit_identity_changes_nothing_and_matches_eager(m):
   before = nnx.state(m)
   nnx.jit(lambda node: None)(m)
-  assert tree_allclose(nnx.state(m), before)
+  assert_trees_equal(nnx.state(m), before)
 
   def double(node):
     for _, v in nnx.iter_graph(node):

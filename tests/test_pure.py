@@ -4,12 +4,11 @@ import copy
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 from hypothesis import given
 
 import nnx_eqx as nnx
-from nnx_eqx.testing import TraceCounter, assert_no_retrace, graphs, same_graph
+from nnx_eqx.testing import TraceCounter, assert_no_retrace, assert_trees_equal, graphs, same_graph
 
 
 class Count(nnx.Variable):
@@ -50,7 +49,7 @@ def test_merge_and_get_state():
   merged = pure.merge()
   assert type(merged) is Model and merged is not model
   assert merged.encoder.kernel is not model.encoder.kernel
-  np.testing.assert_array_equal(merged.encoder.kernel.value, model.encoder.kernel.value)
+  assert_trees_equal(merged.encoder.kernel.value, model.encoder.kernel.value)
   whole = pure.get_state()
   assert sorted(whole.flat_state()) == sorted(nnx.state(model).flat_state())
 
@@ -60,7 +59,7 @@ def test_apply_returns_output_and_new_pure_and_leaves_input_untouched():
   pure = model.partition(nnx.Param, Count)
   x = jnp.ones((2, 3))
   y, new = pure.apply(x)
-  np.testing.assert_array_equal(y, model(x))
+  assert_trees_equal(y, model(x))
   assert isinstance(new, nnx.Pure) and new.graphdef == pure.graphdef
   assert int(new.get_state().count.value) == 1
   assert int(pure.get_state().count.value) == 0  # the input is unchanged
@@ -73,17 +72,15 @@ def test_apply_and_call_chain_attributes_methods_and_items():
   pure = model.partition()
   x = jnp.ones((2, 3))
   h, after = pure.apply.encode(x)
-  np.testing.assert_array_equal(h, model.encoder(x))
+  assert_trees_equal(h, model.encoder(x))
   assert int(after.get_state().count.value) == 10
   h2, _ = pure.apply.encoder(x)
-  np.testing.assert_array_equal(h2, h)
+  assert_trees_equal(h2, h)
   z, _ = pure.apply.layers[1](jnp.ones((2, 4)))
-  np.testing.assert_array_equal(z, model.layers[1](jnp.ones((2, 4))))
+  assert_trees_equal(z, model.layers[1](jnp.ones((2, 4))))
   out = pure.call(x)
-  np.testing.assert_array_equal(out, model(x))
-  np.testing.assert_array_equal(
-    pure.call.layers[0](jnp.ones((1, 4))), model.layers[0](jnp.ones((1, 4)))
-  )
+  assert_trees_equal(out, model(x))
+  assert_trees_equal(pure.call.layers[0](jnp.ones((1, 4))), model.layers[0](jnp.ones((1, 4))))
 
 
 def test_pure_is_a_jit_argument_and_result_without_retrace():
@@ -102,7 +99,7 @@ def test_pure_is_a_jit_argument_and_result_without_retrace():
     y3, pure3 = step(pure2, x)
   assert counter.count == 1
   assert int(pure3.get_state().count.value) == 2
-  np.testing.assert_array_equal(y, y3)
+  assert_trees_equal(y, y3)
   leaves = jax.tree.leaves(pure)
   assert len(leaves) == len(jax.tree.leaves(nnx.state(model)))
 
@@ -142,7 +139,7 @@ def test_pure_training_loop_matches_the_moduledef_apply_loop():
   a = pure.merge()
   b = moduledef.merge(params, counts)
   assert int(a.count.value) == int(b.count.value) == 3
-  assert nnx.testing.tree_allclose(nnx.state(a), nnx.state(b))  # exact: rtol=atol=0
+  assert_trees_equal(nnx.state(a), nnx.state(b))  # exact: rtol=atol=0
 
 
 def test_filter_partition_pop_and_update_state():
@@ -162,7 +159,7 @@ def test_filter_partition_pop_and_update_state():
   assert float(updated.merge().encoder.kernel.value.sum()) == 0.0
   assert float(pure.merge().encoder.kernel.value.sum()) != 0.0
   from_module = pure.update_state(Model(nnx.Rngs(5)))
-  np.testing.assert_array_equal(
+  assert_trees_equal(
     from_module.merge().encoder.kernel.value, Model(nnx.Rngs(5)).encoder.kernel.value
   )
 

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import nnx_eqx as nnx
-from nnx_eqx.testing import TraceCounter, assert_no_retrace, graphs, same_graph
+from nnx_eqx.testing import TraceCounter, assert_no_retrace, assert_trees_equal, graphs, same_graph
 
 
 class Point(nnx.Pytree):
@@ -31,7 +31,7 @@ def test_immutable_after_init_with_a_message_naming_the_attribute():
     p.y = 1
   with pytest.raises(nnx.ImmutableError, match="cannot delete attribute 'name'"):
     del p.name
-  np.testing.assert_array_equal(p.x, [1.0, 1.0])
+  assert_trees_equal(p.x, [1.0, 1.0])
 
 
 def test_mutable_opt_in_and_inheritance():
@@ -128,7 +128,7 @@ def test_jit_updates_children_and_keeps_static_without_retrace():
   p = step(p)
   with assert_no_retrace(counter):
     p = step(p)
-  np.testing.assert_array_equal(p.x, [2.0, 2.0])
+  assert_trees_equal(p.x, [2.0, 2.0])
   assert p.name == "a"
   step(Point(jnp.zeros(2), "b"))  # other static data: a new trace
   assert counter.count == 2
@@ -145,7 +145,7 @@ def test_pytree_on_a_module_is_a_state_leaf():
     m.point = m.point.replace(x=m.point.x * 3)
 
   bump(m)
-  np.testing.assert_array_equal(m.point.x, [3.0, 3.0])
+  assert_trees_equal(m.point.x, [3.0, 3.0])
   assert nnx.merge(graphdef, state).point.name == "a"
 
 

@@ -4,11 +4,16 @@ trace counts."""
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 
 import nnx_eqx as nnx
-from nnx_eqx.testing import TraceCounter, assert_no_retrace, hlo_equal, tree_allclose
+from nnx_eqx.testing import (
+  TraceCounter,
+  assert_no_retrace,
+  assert_trees_close,
+  assert_trees_equal,
+  hlo_equal,
+)
 
 
 class Block(nnx.Module):
@@ -41,8 +46,8 @@ def test_values_gradients_and_updates_match_plain_call():
   loss_plain = pure_grads(lambda m, x: jnp.sin(m(x)).sum())
   la, ga = loss_remat(a, X)
   lb, gb = loss_plain(b, X)
-  np.testing.assert_allclose(la, lb, rtol=1e-6)
-  assert tree_allclose(ga, gb, rtol=1e-6, atol=1e-7)
+  assert_trees_close(la, lb)
+  assert_trees_close(ga, gb)
   assert int(a.calls.value) == int(b.calls.value) == 1
 
 
@@ -104,7 +109,7 @@ def test_static_argnums_and_no_retrace():
   y = apply(m, X, 2)
   with assert_no_retrace(counter):
     apply(m, X, 2)
-  np.testing.assert_allclose(y, jnp.tanh(m.linear(X)) ** 2, rtol=1e-6)
+  assert_trees_close(y, jnp.tanh(m.linear(X)) ** 2)
   apply(m, X, 3)  # a new static value traces once more
   assert counter.count == 2 and int(m.calls.value) == 3
 
@@ -135,7 +140,7 @@ def test_error_leaves_module_unchanged():
 
   with pytest.raises(ValueError, match="boom"):
     nnx.remat(bad)(m, X)
-  assert tree_allclose(nnx.state(m), before)
+  assert_trees_equal(nnx.state(m), before)
 
 
 def test_seed_remat_wrapper_and_call_proxy():
@@ -151,6 +156,6 @@ def test_seed_remat_wrapper_and_call_proxy():
 
   wrapped = nnx.Remat(Seed)(rngs=nnx.Rngs(0))
   y = wrapped(X)
-  np.testing.assert_allclose(wrapped.call.twice(X), 2 * y, rtol=1e-6)
+  assert_trees_close(wrapped.call.twice(X), 2 * y)
   assert int(wrapped.remat_module.block.calls.value) == 2
   assert isinstance(nnx.remat(Seed)(rngs=nnx.Rngs(0)), nnx.Remat)

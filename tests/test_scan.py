@@ -10,7 +10,13 @@ import numpy as np
 import pytest
 
 import nnx_eqx as nnx
-from nnx_eqx.testing import TraceCounter, assert_no_retrace, hlo_equal, tree_allclose
+from nnx_eqx.testing import (
+  TraceCounter,
+  assert_no_retrace,
+  assert_trees_close,
+  assert_trees_equal,
+  hlo_equal,
+)
 
 L = 4
 
@@ -51,10 +57,10 @@ X = jnp.linspace(-1.0, 1.0, 8).reshape(2, 4)
 
 def test_scan_over_layers_matches_unrolled_outputs_and_gradients():
   layers = make_layers()
-  np.testing.assert_allclose(scan_forward(layers, X), jax.jit(unrolled)(layers, X), rtol=1e-6)
+  assert_trees_close(scan_forward(layers, X), jax.jit(unrolled)(layers, X))
   g_scan = jax.jit(nnx.grad(lambda m: scan_forward(m, X).sum()))(layers)
   g_loop = jax.jit(nnx.grad(lambda m: unrolled(m, X).sum()))(layers)
-  assert tree_allclose(g_scan, g_loop, rtol=1e-5, atol=1e-6)
+  assert_trees_close(g_scan, g_loop)
 
 
 def test_program_equals_hand_written_lax_scan():
@@ -94,8 +100,8 @@ def test_scan_over_time_with_a_broadcast_cell():
   for t in range(5):
     ref_h = jnp.tanh(cell(jnp.concatenate([xs[t], ref_h], -1)))
     ref_ys.append(ref_h)
-  np.testing.assert_allclose(h, ref_h, rtol=1e-6)
-  np.testing.assert_allclose(ys, jnp.stack(ref_ys), rtol=1e-6)
+  assert_trees_close(h, ref_h)
+  assert_trees_close(ys, jnp.stack(ref_ys))
   # reverse and unroll
   hr, _ = nnx.scan(rnn.fn, in_axes=rnn.in_axes, out_axes=rnn.out_axes, reverse=True)(
     cell, jnp.zeros((2, 4)), xs
@@ -103,11 +109,11 @@ def test_scan_over_time_with_a_broadcast_cell():
   ref_r = jnp.zeros((2, 4))
   for t in reversed(range(5)):
     ref_r = jnp.tanh(cell(jnp.concatenate([xs[t], ref_r], -1)))
-  np.testing.assert_allclose(hr, ref_r, rtol=1e-6)
+  assert_trees_close(hr, ref_r)
   hu, _ = nnx.scan(rnn.fn, in_axes=rnn.in_axes, out_axes=rnn.out_axes, unroll=2)(
     cell, jnp.zeros((2, 4)), xs
   )
-  np.testing.assert_allclose(hu, ref_h, rtol=1e-6)
+  assert_trees_close(hu, ref_h)
 
 
 class Shared(nnx.Module):
@@ -132,9 +138,9 @@ def test_broadcast_state_updates_propagate_like_the_unrolled_loop():
   for i in range(L):
     ref_shared.calls += 1
     ref = ref_shared.bn(nnx.merge(graphdef, jax.tree.map(lambda a: a[i], state))(ref))
-  np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-6)
+  assert_trees_close(y, ref)
   assert int(shared.calls.value) == L
-  assert tree_allclose(nnx.state(shared), nnx.state(ref_shared), rtol=1e-5, atol=1e-6)
+  assert_trees_close(nnx.state(shared), nnx.state(ref_shared))
 
 
 def test_unchanged_broadcast_state_is_a_constant_not_a_carry():
@@ -174,7 +180,8 @@ def test_dropout_draws_a_different_mask_per_layer():
 
   _, ys = masks(drops, jnp.ones(32))
   assert len({tuple(np.asarray(m).tolist()) for m in ys}) == L
-  np.testing.assert_array_equal(drops.rngs.count.value, np.ones(L))  # each layer drew once
+  count = drops.rngs.count.value
+  assert_trees_equal(count, jnp.ones_like(count))  # each layer drew once
 
 
 def test_rngs_counts_advance_as_documented():
@@ -253,7 +260,7 @@ def test_carry_shape_dtype_and_structure_changes_are_errors_and_atomic():
 
   with pytest.raises(nnx.CarryMismatchError, match=r"argument 1, state calls"):
     scan(bad_state)(layers, shared, X)
-  assert tree_allclose((nnx.state(layers), nnx.state(shared)), before)
+  assert_trees_equal((nnx.state(layers), nnx.state(shared)), before)
 
 
 def test_axes_spec_errors():
@@ -312,7 +319,7 @@ def test_seed_scan_wrapper():
   for i in range(L):
     k, b = state.linear.kernel.value[i], state.linear.bias.value[i]
     ref = jnp.tanh(ref @ k + b)
-  np.testing.assert_allclose(y, ref, rtol=1e-6)
+  assert_trees_close(y, ref)
   assert int(scan.scan_module.count.value) == L  # carried (variable_carry=...) and written back
   y2, _ = scan.call.double(X, None)
   assert y2.shape == (2, 4)
@@ -354,7 +361,7 @@ def test_seed_scan_decorators_on_init_and_call():
   ref = X
   for i in range(3):
     ref = ref @ k[i] + model.linear.bias.value[i]
-  np.testing.assert_allclose(y, ref, rtol=1e-6)
+  assert_trees_close(y, ref)
   assert SEEN == [("embed", "mlp")]
 
 

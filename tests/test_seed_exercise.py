@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import nnx_eqx as nnx
+from nnx_eqx.testing import assert_trees_equal
 
 
 class BatchStat(nnx.Variable):
@@ -44,7 +45,7 @@ def multi_state_filter(seed, x, hidden, eps):
 @pytest.mark.parametrize("seed,n,hidden", [(0.0, 3, 5.0), (7.0, 1, 2.0), (123.0, 6, 16.0)])
 def test_exercise_counts(seed, n, hidden):
   out = multi_state_filter(seed, jnp.arange(n, dtype=jnp.float32), hidden, 1e-5)
-  np.testing.assert_array_equal(np.asarray(out), [2.0, 2.0, 1.0])
+  assert_trees_equal(np.asarray(out), [2.0, 2.0, 1.0])
 
 
 def test_worked_example():

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import nnx_eqx as nnx
-from nnx_eqx.testing import tree_allclose
+from nnx_eqx.testing import assert_trees_close, assert_trees_equal
 
 # -- Getting Started ----------------------------------------------------------------
 
@@ -74,7 +74,7 @@ def test_training_with_the_functional_api():
   expected_w = params.w.value - 0.1 * jax.grad(
     lambda w: jnp.mean((X @ w + params.b.value - Y) ** 2)
   )(params.w.value)
-  np.testing.assert_allclose(model.w.value, expected_w, rtol=1e-6)
+  assert_trees_close(model.w.value, expected_w)
 
 
 def test_training_with_lifted_transforms():
@@ -149,9 +149,9 @@ def test_functional_api_merge_and_apply():
   x = jnp.ones((1, 2))
   # run __call__-like methods, any nested method, or a submodule
   y, (state, moduledef) = moduledef.apply(state).some_method(x)
-  np.testing.assert_array_equal(y, model.some_method(x))
+  assert_trees_equal(y, model.some_method(x))
   y, (state, moduledef) = moduledef.apply(state).submodule(x)
-  np.testing.assert_array_equal(y, model.submodule(x))
+  assert_trees_equal(y, model.submodule(x))
 
 
 class WithStats(nnx.Module):
@@ -182,22 +182,23 @@ def test_partitioning_state():
   assert sorted(batch_stats.bn) == ["mean", "var"] and list(rest) == ["extra"]
   # using `...` as the only filter is equivalent to not passing any filters
   everything, moduledef_all = model.partition(...)
-  assert moduledef_all == moduledef and tree_allclose(everything, state)
+  assert moduledef_all == moduledef
+  assert_trees_equal(everything, state)
   # a predicate filter: (path, value) -> bool
   (kernels, others), _ = model.partition(lambda path, v: path[-1] == "kernel", ...)
   assert list(kernels.flat_state()) == [("linear", "kernel")]
   # merge and apply take the substates
   merged = moduledef.merge(params, batch_stats, rest)
   y, (state, moduledef) = moduledef.apply(params, batch_stats, rest)(x)
-  np.testing.assert_array_equal(y, merged(x))
+  assert_trees_equal(y, merged(x))
   # apply returns one state; re-partition it with State.partition
   params, batch_stats, rest = state.partition(nnx.Param, nnx.BatchStat, ...)
   assert not np.array_equal(batch_stats.bn.mean.value, model.bn.mean.value)  # stats updated
   # State.filter does not raise for unmatched nodes
   only_params = state.filter(nnx.Param)
   params2, batch_stats2 = state.filter(nnx.Param, nnx.BatchStat)
-  assert tree_allclose(only_params, params)
-  assert tree_allclose((params2, batch_stats2), (params, batch_stats))
+  assert_trees_equal(only_params, params)
+  assert_trees_equal((params2, batch_stats2), (params, batch_stats))
 
 
 def test_filters_not_and_buffers():
@@ -232,7 +233,7 @@ def test_capturing_intermediates_with_pop_state():
   intermediates = model.pop_state(nnx.Intermediate)
   assert list(intermediates.flat_state()) == [("y",)]
   assert type(intermediates.y) is nnx.Intermediate
-  np.testing.assert_array_equal(intermediates.y.value, y)
+  assert_trees_equal(intermediates.y.value, y)
   assert not hasattr(model, "y")  # removed from the module's attributes
 
 
@@ -242,7 +243,7 @@ def test_capturing_intermediates_with_the_functional_api_and_sow():
   y, (new_state, _) = moduledef.apply(state)(jnp.ones((8, 12)))
   # "pop" the intermediates from the state
   intermediates, new_state = new_state.partition("intermediates", ...)
-  np.testing.assert_array_equal(intermediates.y.value, y)
+  assert_trees_equal(intermediates.y.value, y)
   assert sorted(new_state) == ["b", "w"] and "y" not in state  # the input state is untouched
   # State.filter retrieves them without removing them
   _, (state2, _) = moduledef.apply(new_state)(jnp.ones((8, 12)))
@@ -251,7 +252,8 @@ def test_capturing_intermediates_with_the_functional_api_and_sow():
   model.sow(nnx.Intermediate, "acts", y)
   model.sow(nnx.Intermediate, "acts", 2 * y)
   acts = model.pop_state(nnx.Intermediate).acts.value
-  assert len(acts) == 2 and np.array_equal(acts[1], 2 * y)
+  assert len(acts) == 2
+  assert_trees_equal(acts[1], 2 * y)
 
 
 # -- Manual Lifting: scan over layers with jax.vmap + jax.lax.scan --------------------
@@ -310,11 +312,11 @@ def test_scan_over_layers_by_hand():
   x = jnp.ones((3, 10))
   y = model(x, train=True, rngs=nnx.Rngs(dropout=1))
   assert y.shape == (3, 10)
-  np.testing.assert_allclose(y, unrolled(model, x, train=True, seed=1), rtol=1e-5, atol=1e-6)
+  assert_trees_close(y, unrolled(model, x, train=True, seed=1))
   y_eval = model(x, train=False, rngs=nnx.Rngs(dropout=1))
-  np.testing.assert_allclose(y_eval, unrolled(model, x, train=False, seed=1), rtol=1e-5, atol=1e-6)
+  assert_trees_close(y_eval, unrolled(model, x, train=False, seed=1))
   assert not np.allclose(y, y_eval)  # dropout was applied in training mode
-  np.testing.assert_array_equal(model.layers.linear.kernel.value, kernels)  # state written back
+  assert_trees_equal(model.layers.linear.kernel.value, kernels)  # state written back
 
 
 # -- Case study: Shared State ------------------------------------------------------------
@@ -368,10 +370,8 @@ def test_shared_state_stays_in_sync_including_gradient_updates():
   w = model.block1.linear.kernel.value
   grads = train_step(model, x, y)
   assert model.block1.linear is model.block2.linear  # still one module after the update
-  np.testing.assert_array_equal(
-    model.block2.linear.kernel.value, w - 0.1 * grads.block1.linear.kernel.value
-  )
-  assert tree_allclose(nnx.state(model, nnx.BatchStat), stats)  # running averages
+  assert_trees_equal(model.block2.linear.kernel.value, w - 0.1 * grads.block1.linear.kernel.value)
+  assert_trees_equal(nnx.state(model, nnx.BatchStat), stats)  # running averages
 
   # the gradient of the shared kernel accumulates both uses
   def by_hand(kernel):
@@ -381,4 +381,4 @@ def test_shared_state_stays_in_sync_including_gradient_updates():
 
   g_hand = jax.grad(by_hand)(model.block1.linear.kernel.value)
   g_nnx = nnx.grad(loss_fn)(model, x, y).block1.linear.kernel.value
-  np.testing.assert_allclose(g_nnx, g_hand, rtol=1e-6)
+  assert_trees_close(g_nnx, g_hand)

@@ -3,13 +3,12 @@ rules, sharded init and a sharded train step with Params laid out as their specs
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import nnx_eqx as nnx
-from nnx_eqx.testing import tree_allclose
+from nnx_eqx.testing import assert_trees_close, assert_trees_equal
 
 pytestmark = pytest.mark.skipif(len(jax.devices()) < 8, reason="needs 8 (fake) devices")
 
@@ -99,7 +98,7 @@ def test_sharded_init_inside_jit(mesh):
   model = create()
   assert_laid_out(model, mesh)
   # same values as an unsharded init
-  assert tree_allclose(nnx.state(model), nnx.state(MLP(nnx.Rngs(0))), rtol=1e-6)
+  assert_trees_close(nnx.state(model), nnx.state(MLP(nnx.Rngs(0))))
 
 
 def test_sharded_init_with_device_put_is_exact(mesh):
@@ -161,7 +160,7 @@ def test_unknown_mesh_axis_is_named_and_module_unchanged(mesh):
 
   with pytest.raises(nnx.UnknownMeshAxisError, match="Fix: use one of the mesh's axis names"):
     bad(model)
-  assert tree_allclose(nnx.state(model), before)
+  assert_trees_equal(nnx.state(model), before)
   with pytest.raises(nnx.ShardingError, match="no mesh"):
     jax.jit(lambda x: nnx.with_sharding_constraint(x, P("data")))(jnp.ones(4))
 
@@ -202,5 +201,5 @@ def test_stacked_layers_shard_over_the_mesh(mesh):
     return body(stack, x)
 
   out = forward(stack, jnp.ones((4, 8)))
-  np.testing.assert_allclose(out.sum(), forward(stack, jnp.ones((4, 8))).sum())
+  assert_trees_close(out.sum(), forward(stack, jnp.ones((4, 8))).sum())
   assert stack.kernel.sharding == ("layers", "embed", "mlp")

@@ -160,3 +160,109 @@ def test_the_local_import_check_flags_what_it_should():
     "  import matplotlib\n"
   )
   assert _local_imports(source) == [(2, "._graph"), (5, "matplotlib")]
+
+
+# --------------------------------------------------------------------------
+# The tolerance policy (tests/README.md) stays applied
+# --------------------------------------------------------------------------
+# Comparisons that bypass nnx_eqx.testing's assert helpers; ``not np.array_equal(...)``
+# ("these differ") stays allowed, it compares nothing within a tolerance.
+_BANNED_CALLS = {
+  "np.testing.assert_allclose",
+  "np.testing.assert_array_equal",
+  "np.testing.assert_array_almost_equal",
+  "np.testing.assert_almost_equal",
+  "np.testing.assert_equal",
+  "numpy.testing.assert_allclose",
+  "numpy.testing.assert_array_equal",
+  "tree_allclose",
+  "nnx.testing.tree_allclose",
+  "np.allclose",
+  "jnp.allclose",
+  "np.array_equal",
+  "jnp.array_equal",
+  "np.isclose",
+  "jnp.isclose",
+  "math.isclose",
+  "pytest.approx",
+}
+# (file, line text) pairs that may break the rules, each with its reason.
+_ALLOWED: dict[tuple[str, str], str] = {}
+
+
+def _dotted(node) -> str:
+  import ast
+
+  parts = []
+  while isinstance(node, ast.Attribute):
+    parts.append(node.attr)
+    node = node.value
+  return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else ""
+
+
+def _policy_violations(source: str, filename: str) -> list[str]:
+  """Raw comparisons and tolerance literals below the float32 policy in ``source``."""
+  import ast
+
+  from nnx_eqx.testing import tolerance
+
+  min_rtol, min_atol = tolerance(jnp.float32)
+  tree = ast.parse(source)
+  negated = {
+    id(n.operand)
+    for n in ast.walk(tree)
+    if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not)
+  }
+  lines = source.splitlines()
+  out = []
+  for node in ast.walk(tree):
+    if not isinstance(node, ast.Call):
+      continue
+    text = lines[node.lineno - 1].strip()
+    if (filename, text) in _ALLOWED:
+      continue
+    name = _dotted(node.func)
+    if name in _BANNED_CALLS and id(node) not in negated:
+      out.append(f"{filename}:{node.lineno}: {name} (use assert_trees_close/assert_trees_equal)")
+    for kw in node.keywords:
+      if kw.arg not in ("rtol", "atol") or not isinstance(kw.value, ast.Constant):
+        continue
+      floor = min_rtol if kw.arg == "rtol" else min_atol
+      if isinstance(kw.value.value, (int, float)) and kw.value.value < floor:
+        out.append(f"{filename}:{node.lineno}: {kw.arg}={kw.value.value} is below the policy")
+  return out
+
+
+def test_every_numeric_comparison_uses_the_tolerance_policy():
+  import pathlib
+
+  here = pathlib.Path(__file__).resolve().parent
+  found = []
+  for path in sorted(here.rglob("*.py")):
+    if path.name != "test_tooling.py":
+      found += _policy_violations(path.read_text(), str(path.relative_to(here)))
+  assert not found, "comparisons outside the tolerance policy (tests/README.md):\n" + "\n".join(
+    found
+  )
+
+
+@pytest.mark.parametrize(
+  "line",
+  [
+    "np.testing.assert_allclose(a, b, rtol=1e-5)",
+    "np.testing.assert_array_equal(a, b)",
+    "assert tree_allclose(a, b)",
+    "assert np.allclose(a, b)",
+    "assert_trees_close(a, b, rtol=1e-7)",
+    "assert_trees_close(a, b, atol=0)",
+  ],
+)
+def test_the_policy_check_catches_raw_comparisons(line):
+  assert _policy_violations(line, "t.py"), line
+
+
+def test_the_policy_check_allows_the_helpers_and_looser_tolerances():
+  ok = (
+    "assert_trees_close(a, b)\nassert_trees_close(a, b, rtol=1e-4)\nassert not np.array_equal(a, b)"
+  )
+  assert _policy_violations(ok, "t.py") == []

@@ -7,7 +7,7 @@ import optax
 import pytest
 
 import nnx_eqx as nnx
-from nnx_eqx.testing import TraceCounter, assert_no_retrace
+from nnx_eqx.testing import TraceCounter, assert_no_retrace, assert_trees_equal
 
 
 class MLP(nnx.Module):
@@ -66,8 +66,8 @@ def test_train_state_matches_a_hand_written_optax_loop_exactly(make_tx):
       p, opt_state, ref_loss = reference_step(p, opt_state, *DATA)
       assert loss == ref_loss
   assert int(state.step) == 5 and state.step.dtype == jnp.int32
-  assert nnx.testing.tree_allclose(state.params.to_pure_dict(), p)  # exact (rtol=atol=0)
-  assert nnx.testing.tree_allclose(jax.tree.leaves(state.opt_state), jax.tree.leaves(opt_state))
+  assert_trees_equal(state.params.to_pure_dict(), p)  # exact (rtol=atol=0)
+  assert_trees_equal(jax.tree.leaves(state.opt_state), jax.tree.leaves(opt_state))
   assert float(loss) < float(jnp.mean((forward(params.to_pure_dict(), DATA[0]) - DATA[1]) ** 2))
 
 
@@ -117,4 +117,4 @@ def test_extra_fields_apply_by_name_and_update_with_apply_gradients():
   assert not np.array_equal(new.batch_stats.bn.mean.value, state.batch_stats.bn.mean.value)
   y_named, _ = new.apply("params", "batch_stats")(DATA[0])
   y_states, _ = new.graphdef.apply(new.params, new.batch_stats)(DATA[0])
-  np.testing.assert_array_equal(y_named, y_states)
+  assert_trees_equal(y_named, y_states)

@@ -2,20 +2,20 @@
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 
 import nnx_eqx as nnx
+from nnx_eqx.testing import assert_trees_equal
 
 
 def test_operators_act_on_the_value():
   w = nnx.Param(jnp.arange(6.0).reshape(2, 3))
   x = jnp.ones((1, 2))
-  np.testing.assert_array_equal(x @ w, x @ w.value)
-  np.testing.assert_array_equal(w + 1, w.value + 1)
-  np.testing.assert_array_equal(2 * w, 2 * w.value)
-  np.testing.assert_array_equal(-w, -w.value)
-  np.testing.assert_array_equal(w[0], w.value[0])
+  assert_trees_equal(x @ w, x @ w.value)
+  assert_trees_equal(w + 1, w.value + 1)
+  assert_trees_equal(2 * w, 2 * w.value)
+  assert_trees_equal(-w, -w.value)
+  assert_trees_equal(w[0], w.value[0])
   assert w.shape == (2, 3) and w.dtype == jnp.float32 and w.ndim == 2 and w.size == 6
   assert bool((w > 2).any())
 
@@ -31,7 +31,7 @@ def test_inplace_updates_keep_identity():
 def test_setitem_updates_functionally():
   v = nnx.Variable(jnp.zeros(3))
   v[1] = 5.0
-  np.testing.assert_array_equal(v.value, [0.0, 5.0, 0.0])
+  assert_trees_equal(v.value, [0.0, 5.0, 0.0])
 
 
 def test_metadata_kept_through_split_merge():

@@ -10,7 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nnx_eqx as nnx
-from nnx_eqx.testing import TraceCounter, assert_no_retrace, hlo_equal, tree_allclose
+from nnx_eqx.testing import (
+  TraceCounter,
+  assert_no_retrace,
+  assert_trees_close,
+  assert_trees_equal,
+  hlo_equal,
+)
 
 
 class Counter(nnx.Module):
@@ -54,7 +60,7 @@ def test_vmapped_construction_stacks_distinct_layers():
     return nnx.Linear(2, 3, rngs=rngs)
 
   stack = make(rngs)
-  assert tree_allclose(nnx.state(stack), nnx.state(make_stack(4)))
+  assert_trees_equal(nnx.state(stack), nnx.state(make_stack(4)))
   assert stack.kernel.value.shape == (4, 2, 3) and stack.bias.value.shape == (4, 3)
   k = np.asarray(stack.kernel.value)
   assert all(not np.array_equal(k[0], k[i]) for i in range(1, 4))
@@ -63,7 +69,7 @@ def test_vmapped_construction_stacks_distinct_layers():
   # each member equals a Linear built from its own split key
   keys = jax.random.split(jax.random.fold_in(jax.random.key(0), 0), 4)
   ref = nnx.Linear(2, 3, rngs=nnx.Rngs(keys[2]))
-  np.testing.assert_array_equal(k[2], ref.kernel.value)
+  assert_trees_equal(k[2], ref.kernel.value)
 
 
 def test_apply_stack_matches_per_member_loop():
@@ -72,7 +78,7 @@ def test_apply_stack_matches_per_member_loop():
   y = nnx.vmap(lambda m, x: m(x), in_axes=(0, None))(stack, x)
   for i in range(3):
     ref = x @ stack.kernel.value[i] + stack.bias.value[i]
-    np.testing.assert_allclose(y[i], ref, rtol=1e-6)
+    assert_trees_close(y[i], ref)
 
 
 def test_state_axes_and_broadcast_updates_propagate():
@@ -80,7 +86,7 @@ def test_state_axes_and_broadcast_updates_propagate():
   counter = TraceCounter()
   f = nnx.vmap(counter(lambda m, x: m(x)), in_axes=(PARAMS_0, 0))
   y = f(m, jnp.ones((3, 2)))
-  np.testing.assert_array_equal(y, m.w.value)
+  assert_trees_equal(y, m.w.value)
   with assert_no_retrace(counter):
     f(m, jnp.ones((3, 2)))
   # the broadcast counter was updated once per call (not once per member)
@@ -105,7 +111,7 @@ def test_mapped_state_updates_keep_their_axis():
 
   nnx.vmap(scale, in_axes=(PARAMS_0, 0))(m, jnp.array([1.0, 2.0, 3.0]))
   expected = jnp.arange(6.0).reshape(3, 2) * jnp.array([[1.0], [2.0], [3.0]])
-  np.testing.assert_array_equal(m.w.value, expected)
+  assert_trees_equal(m.w.value, expected)
 
 
 def test_out_axes_one_stacks_on_axis_one():
@@ -140,7 +146,7 @@ def test_split_rngs_gives_each_member_its_own_key_broadcast_rngs_the_same():
   # count: +1 for the split (draws inside went to the discarded per-member counts)
   assert int(rngs.dropout.count.value) == 1
   same = nnx.vmap(lambda m, x: m(x), in_axes=(None, 0))(noisy, x)
-  assert all(np.array_equal(same[0], same[i]) for i in range(4))
+  assert_trees_equal(list(same[1:]), [same[0]] * 3)  # one key for every member
   # unsplit: one draw for the whole vmap (every member used the same key)
   assert int(rngs.dropout.count.value) == 2
 
@@ -184,7 +190,7 @@ def test_axis_larger_than_rank_names_path_and_leaves_module_unchanged():
     nnx.vmap(lambda m: m.w.value, in_axes=0)(m)
   with pytest.raises(nnx.AxisRankError, match=r"axis 2 of argument 1.*shape \(3, 2\)"):
     nnx.vmap(lambda m, x: m(x), in_axes=(PARAMS_0, 2))(m, jnp.ones((3, 2)))
-  assert tree_allclose(nnx.state(m), before)
+  assert_trees_equal(nnx.state(m), before)
 
 
 def test_inconsistent_sizes_and_bad_prefix():
@@ -207,7 +213,7 @@ def test_broadcast_state_set_to_mapped_value_raises_and_is_atomic():
 
   with pytest.raises(nnx.BroadcastUpdateError, match=r"argument 0, state count has out axis None"):
     nnx.vmap(bad, in_axes=(PARAMS_0, 0))(m, jnp.ones((3, 2)))
-  assert tree_allclose(nnx.state(m), before)
+  assert_trees_equal(nnx.state(m), before)
 
 
 def test_decorated_method_binds_self():
@@ -218,14 +224,14 @@ def test_decorated_method_binds_self():
       return x * self.w
 
   m = Ensemble()
-  np.testing.assert_array_equal(m.scaled(2 * jnp.ones((3, 2))), 2 * m.w.value)
+  assert_trees_equal(m.scaled(2 * jnp.ones((3, 2))), 2 * m.w.value)
   assert int(m.count.value) == 1
 
 
 def test_keyword_arguments_bind_to_positions():
   m = Counter()
   f = nnx.vmap(lambda m, x: m(x), in_axes=(PARAMS_0, 0))
-  np.testing.assert_array_equal(f(m, x=jnp.ones((3, 2))), m.w.value)
+  assert_trees_equal(f(m, x=jnp.ones((3, 2))), m.w.value)
 
 
 @settings(max_examples=6)
@@ -240,4 +246,4 @@ def test_law_mapping_an_axis_equals_moving_it_to_the_front(axis, size):
   m = Counter(n=size)
   y = nnx.vmap(lambda m, x: m.w.value.sum() + x, in_axes=(PARAMS_0, axis))(m, x)
   ref = jax.vmap(lambda w, x: w.sum() + x)(m.w.value, jnp.moveaxis(x, axis, 0))
-  np.testing.assert_array_equal(y, ref)
+  assert_trees_equal(y, ref)

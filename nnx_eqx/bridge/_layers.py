@@ -296,8 +296,11 @@ class Sequential(Module):
       keys = [None] * len(self.layers) if key is None else jr.split(key, len(self.layers))
       for layer, k in zip(self.layers, keys):
         kw = {"key": k} if _takes_key(layer) else {}
-        if state is not NO_STATE and is_stateful(layer):
-          x, state = layer(x, state=state, **kw)
+        if is_stateful(layer):
+          # Called without a state, a stateful layer still returns ``(x, state)``:
+          # give it a placeholder and pass on only ``x``.
+          x, new_state = layer(x, state=None if state is NO_STATE else state, **kw)
+          state = state if state is NO_STATE else new_state
         else:
           x = layer(x, **kw)
       return x if state is NO_STATE else (x, state)

@@ -96,6 +96,15 @@ def state_value(index: eqx.nn.StateIndex, state: Any, path: tuple) -> Any:
   return index.init
 
 
+def _same(old: Any, new: Any) -> bool:
+  """True if ``new`` is ``old`` or a pytree of the very same leaf objects."""
+  if new is old:
+    return True
+  a, ta = jtu.tree_flatten(old)
+  b, tb = jtu.tree_flatten(new)
+  return ta == tb and all(x is y for x, y in zip(a, b))  # type: ignore[operator]
+
+
 class Link(NamedTuple):
   """The Variables that hold one StateIndex's value (one, or a tuple of them)."""
 
@@ -110,7 +119,8 @@ class Link(NamedTuple):
   def write(self, value: Any) -> None:
     values = tuple(value) if self.packed else (value,)
     for v, x in zip(self.variables, values):
-      v.value = x
+      if not _same(v.value, x):  # unchanged state is not written (no update under a trace)
+        v.value = x
 
 
 def finalize(tree: Any, links: dict) -> tuple[Any, Any, list[Link]]:

@@ -34,7 +34,7 @@ from ._variables import Variable, new_variable
 from ._walk import _DELETE as _DELETE
 from ._walk import _MODULE_IMPL_HOLDER as _MODULE_IMPL_HOLDER
 from ._walk import Walk as Walk
-from ._walk import _BulkOp
+from ._walk import _BulkOp, bulk
 from ._walk import unflatten as unflatten
 from ._walk import walk as walk
 from ._walk import walk_uncached as walk_uncached
@@ -45,24 +45,26 @@ _ARRAYS = (jax.Array, np.ndarray)
 # --------------------------------------------------------------------------
 # Public graph API
 # --------------------------------------------------------------------------
-def _build_state(w: Walk, idxs, trace, path_offset: int = 0) -> State:
+def _build_state(w: Walk, idxs, trace) -> State:
   root: dict = {}
-  slots, paths = w.slots, w.paths
+  slots, paths, parents = w.slots, w.paths, w.parents()
   from_dict = State._from_dict
+  last = d = None
   for i in idxs:
     s = slots[i]
     if isinstance(s, Variable):
-      leaf = new_variable(type(s), s._value, dict(s._metadata), trace)
+      leaf = new_variable(type(s), s._value, s._metadata.copy(), trace)
     else:
       leaf = s._value
-    path = paths[i]
-    d = root
-    for k in path[path_offset:-1]:
-      sub = d.get(k)
-      if sub is None:
-        sub = d[k] = from_dict({})
-      d = sub._mapping
-    d[path[-1]] = leaf
+    parent = parents[i]
+    if parent is not last:  # consecutive leaves of one node share their parent dict
+      last, d = parent, root
+      for k in parent:
+        sub = d.get(k)
+        if sub is None:
+          sub = d[k] = from_dict({})
+        d = sub._mapping
+    d[paths[i][-1]] = leaf  # type: ignore[index]
   return from_dict(root)
 
 
@@ -95,7 +97,7 @@ def split(node: Any, *filters: Filter) -> tuple:
     buckets: list = [range(len(w.slots))]
   else:
     buckets = w.partition_indices(filters, exhaustive=True)
-  with _BulkOp():
+  with bulk(len(w.slots)):
     return (w.graphdef, *[_build_state(w, b, trace) for b in buckets])
 
 
@@ -166,7 +168,7 @@ def _flat_rec(m: dict, prefix: tuple, out: dict) -> None:
 
 def _flat_of(states) -> dict:
   flat: dict = {}
-  with _BulkOp():
+  with _BulkOp():  # only on the general path of merge, and for update
     for s in states:
       if isinstance(s, State):
         _flat_rec(s._mapping, (), flat)
@@ -209,17 +211,53 @@ def merge(graphdef: GraphDef, *states: State) -> Any:
       f"merge expects a GraphDef first, got {type(graphdef).__name__}. Fix:"
       " call `nnx.merge(graphdef, *states)` with the graphdef from `nnx.split`."
     )
-  flat = _flat_of(states)
-  leaves = []
-  missing = []
-  for p in graphdef.paths:
-    try:
-      leaves.append(flat.pop(p))
-    except KeyError:
-      missing.append(p)
-  if missing or flat:
-    raise _mismatch_error(missing, list(flat))
+  leaves = _gather(graphdef, states)
+  if leaves is None:  # plain dicts, repeated paths, or a mismatch to report
+    flat = _flat_of(states)
+    leaves = []
+    missing = []
+    for p in graphdef.paths:
+      try:
+        leaves.append(flat.pop(p))
+      except KeyError:
+        missing.append(p)
+    if missing or flat:
+      raise _mismatch_error(missing, list(flat))
   return unflatten(graphdef, leaves)
+
+
+_UNSET = object()
+
+
+def _gather(graphdef: GraphDef, states: tuple) -> list | None:
+  """The leaves of ``states`` in the GraphDef's order, read by following the
+  GraphDef's path tree through the nested States (no flat dict of paths is
+  built). None when the states are not exactly the GraphDef's paths, each
+  once, all in States: the caller then takes the general path, which
+  accepts plain dicts and reports mismatches."""
+  tree = graphdef.path_tree()
+  leaves = [_UNSET] * len(graphdef.paths)
+  found = 0
+  for s in states:
+    if type(s) is not State:
+      return None
+    stack = [(s._mapping, tree)]
+    while stack:
+      m, t = stack.pop()
+      for k, v in m.items():
+        sub = t.get(k)
+        if type(v) is State:
+          if type(sub) is dict:
+            stack.append((v._mapping, sub))
+            continue
+          if not v._mapping:  # an empty sub-State holds no path
+            continue
+          return None
+        if type(sub) is not int or leaves[sub] is not _UNSET:
+          return None
+        leaves[sub] = v
+        found += 1
+  return leaves if found == len(leaves) else None
 
 
 def _fmt(p) -> str:
@@ -410,7 +448,7 @@ class _PathKey:
 
 def _pytree_flatten(node):
   w = walk(node)
-  return [s._value for s in w.slots], w.graphdef
+  return w.leaves(), w.graphdef
 
 
 def _pytree_flatten_with_keys(node):

@@ -80,7 +80,7 @@ class GraphDef:
     True
   """
 
-  __slots__ = ("defn", "paths", "n_nodes", "_hash", "_builder", "__weakref__")
+  __slots__ = ("defn", "paths", "n_nodes", "_hash", "_builder", "_path_tree", "__weakref__")
 
   def __init__(self, defn: tuple, paths: tuple, n_nodes: int):
     self.defn = defn
@@ -88,6 +88,7 @@ class GraphDef:
     self.n_nodes = n_nodes
     self._hash = hash(defn)
     self._builder = None  # compiled by _walk.unflatten on first use
+    self._path_tree: dict | None = None
 
   def __eq__(self, other):
     return self is other or (
@@ -101,6 +102,27 @@ class GraphDef:
   def num_leaves(self) -> int:
     """How many leaves (distinct Variables and raw arrays) the graph has."""
     return len(self.paths)
+
+  def path_tree(self) -> dict:
+    """The leaf paths as a nested dict: each key maps to a sub-dict, or, at
+    the end of a path, to the leaf's index (built once).
+
+    Example:
+      >>> import nnx_eqx as nnx
+      >>> nnx.graphdef(nnx.Linear(2, 3, rngs=nnx.Rngs(0))).path_tree()
+      {'bias': 0, 'kernel': 1}
+    """
+    if self._path_tree is None:
+      root: dict = {}
+      for i, path in enumerate(self.paths):
+        if not path:  # a bare Variable as the root has no key to look up
+          continue
+        d = root
+        for k in path[:-1]:
+          d = d.setdefault(k, {})
+        d[path[-1]] = i
+      self._path_tree = root
+    return self._path_tree
 
   # Seed-era API -----------------------------------------------------------
   def merge(self, *states: Any) -> Any:

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
+from . import _version
 from ._variables import Variable
 
 # Tags of the definition tuples that make up a GraphDef.
@@ -59,6 +60,15 @@ class NodeImpl(NamedTuple):
 
 _NODE_IMPLS: dict[type, NodeImpl | None] = {}
 _REGISTERED: dict[type, NodeImpl] = {}
+_BY_TYPE_CACHES: list[dict] = [_NODE_IMPLS]
+
+
+def type_cache() -> dict:
+  """A new dict for facts derived from types through the node registry; it is
+  emptied whenever a graph node type is registered."""
+  cache: dict = {}
+  _BY_TYPE_CACHES.append(cache)
+  return cache
 
 
 def register_graph_node_type(cls: type, impl: NodeImpl) -> None:
@@ -69,7 +79,9 @@ def register_graph_node_type(cls: type, impl: NodeImpl) -> None:
     impl: a :class:`NodeImpl` describing how to read and rebuild it.
   """
   _REGISTERED[cls] = impl
-  _NODE_IMPLS.clear()
+  for cache in _BY_TYPE_CACHES:
+    cache.clear()
+  _version.bump()  # which objects are nodes may have changed: cached walks are stale
 
 
 def node_impl(t: type) -> NodeImpl | None:

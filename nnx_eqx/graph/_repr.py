@@ -45,7 +45,7 @@ def array_repr(x: Any) -> str | None:
 
   Example:
     >>> import jax, jax.numpy as jnp
-    >>> from nnx_eqx._repr import array_repr
+    >>> from nnx_eqx.graph._repr import array_repr
     >>> array_repr(jnp.zeros((64, 32))), array_repr(jnp.arange(3))
     ('float32[64, 32]', 'Array([0, 1, 2], dtype=int32)')
     >>> array_repr(jax.ShapeDtypeStruct((2,), jnp.bfloat16))

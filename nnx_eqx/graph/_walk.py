@@ -13,6 +13,7 @@ list of leaf slots, so only the current values are read.
 from __future__ import annotations
 
 import gc
+import operator
 import sys
 from typing import Any
 
@@ -26,6 +27,7 @@ from ._tracing import current_trace
 from ._variables import Variable, new_variable
 
 _LEAF_DEF = (LEAF,)
+_GET_VALUE = operator.itemgetter("_value")
 
 
 # --------------------------------------------------------------------------
@@ -114,6 +116,8 @@ class Walk:
     nodes: per node index, the object (Modules and Variables).
     owners: per leaf, ``(owner_node, key)`` of its first occurrence.
     node_paths: per node index, its first path.
+    value_dicts: when every leaf is a Variable, their ``__dict__``s, through
+      which values are read and written without attribute lookups; else None.
   """
 
   __slots__ = (
@@ -126,7 +130,10 @@ class Walk:
     "epoch",
     "_path_index",
     "_filter_cache",
+    "_parents",
     "refs",
+    "value_dicts",
+    "__weakref__",
   )
 
   def __init__(self, graphdef, slots, paths, nodes, owners, node_paths, epoch):
@@ -139,15 +146,45 @@ class Walk:
     self.epoch = epoch
     self._path_index: dict | None = None
     self._filter_cache: dict = {}
+    self._parents: list | None = None
     self.refs: tuple = ()
+    self.value_dicts: list | None = (
+      [s.__dict__ for s in slots] if all(isinstance(s, Variable) for s in slots) else None
+    )
 
   def leaves(self) -> list:
     """The current leaf values, in order."""
+    if self.value_dicts is not None:
+      return list(map(_GET_VALUE, self.value_dicts))
     return [s._value for s in self.slots]
+
+  def set_leaves(self, index, values) -> None:
+    """Writes ``values`` into the leaves at ``index`` (no trace check: for
+    updates computed by a lifted transform on the caller's behalf)."""
+    vd = self.value_dicts
+    if vd is not None:
+      for i, v in zip(index, values):
+        vd[i]["_value"] = v
+      return
+    slots = self.slots
+    for i, v in zip(index, values):
+      s = slots[i]
+      if isinstance(s, Variable):
+        s.__dict__["_value"] = v
+      else:
+        s._value = v
 
   def leaf_objects(self) -> list:
     """Per leaf, what filters see: the Variable, or the raw array."""
     return [s if isinstance(s, Variable) else s._value for s in self.slots]
+
+  def parents(self) -> list:
+    """Per leaf, its path without the last key; equal prefixes are one object,
+    so consecutive leaves of one node can be recognised by identity."""
+    if self._parents is None:
+      interned: dict = {}
+      self._parents = [interned.setdefault(p[:-1], p[:-1]) for p in self.paths]
+    return self._parents
 
   def path_index(self) -> dict:
     if self._path_index is None:
@@ -306,7 +343,10 @@ def _sorted_keys(d: dict) -> list:
 class _BulkOp:
   """Context for walking/rebuilding whole graphs: raises the recursion limit for
   very deep graphs and pauses the cyclic garbage collector, whose full-heap
-  passes would otherwise make building 10k objects quadratic in time."""
+  passes would otherwise make building 10k objects quadratic in time.
+
+  Use :func:`bulk` to skip it for small graphs, where it costs more than it saves.
+  """
 
   __slots__ = ("old", "gc_was_on")
 
@@ -322,6 +362,28 @@ class _BulkOp:
     sys.setrecursionlimit(self.old)
     if self.gc_was_on:
       gc.enable()
+
+
+class _NoOp:
+  __slots__ = ()
+
+  def __enter__(self):
+    pass
+
+  def __exit__(self, *exc):
+    pass
+
+
+_NO_OP = _NoOp()
+BULK_MIN = 64
+"""Graphs with fewer objects than this are built without :class:`_BulkOp`: they
+are too shallow to hit the recursion limit and too small to trigger a GC pass."""
+
+
+def bulk(size: int) -> Any:
+  """A :class:`_BulkOp` for a graph of ``size`` nodes and leaves, or a no-op
+  context when the graph is small."""
+  return _BulkOp() if size >= BULK_MIN else _NO_OP
 
 
 def walk_uncached(root: Any) -> Walk:
@@ -354,8 +416,10 @@ def walk(root: Any) -> Walk:
     cache = d.get("_nnx_multi")
     key = tuple(map(id, root))
     if cache is not None:
+      # A cached walk holds its root elements (``refs``) alive, so no other live
+      # object can have their ids: equal ids mean the same objects.
       w = cache.get(key)
-      if w is not None and w.epoch == epoch and all(a is b for a, b in zip(w.refs, root)):
+      if w is not None and w.epoch == epoch:
         return w
     else:
       cache = d["_nnx_multi"] = {}
@@ -390,7 +454,7 @@ def unflatten(
   objects by index.
   """
   nodes: list = [None] * graphdef.n_nodes
-  with _BulkOp():
+  with bulk(graphdef.n_nodes + len(graphdef.paths)):
     builder = graphdef._builder
     if builder is None:
       builder = graphdef._builder = _compile(graphdef.defn)
@@ -450,9 +514,9 @@ def _compile_var(defn):
   def var_builder(nxt, nodes, trace, reuse):
     leaf = nxt()
     if isinstance(leaf, Variable):
-      value, md = leaf._value, dict(leaf._metadata)
+      value, md = leaf._value, leaf._metadata.copy()
     else:
-      value, md = leaf, dict(md0)
+      value, md = leaf, md0.copy()
     v = reuse.get(i) if reuse else None
     if v is None:
       v = new_variable(cls, value, md, trace)

@@ -247,16 +247,23 @@ class Module:
       )
 
   def train(self, **attributes: Any) -> None:
-    """Training mode: ``deterministic=False``, ``use_running_average=False``."""
-    self.set_attributes(
-      deterministic=False, use_running_average=False, raise_if_not_found=False, **attributes
-    )
+    """Training mode: ``deterministic=False``, ``use_running_average=False``.
+
+    Modules converted from Equinox that keep Equinox's ``inference`` flag
+    (e.g. ``eqx.nn.SpectralNorm``) get ``inference=False``.
+    """
+    flags = {"deterministic": False, "use_running_average": False, "inference": False}
+    self.set_attributes(raise_if_not_found=False, **{**flags, **attributes})
 
   def eval(self, **attributes: Any) -> None:
-    """Evaluation mode: ``deterministic=True``, ``use_running_average=True``."""
-    self.set_attributes(
-      deterministic=True, use_running_average=True, raise_if_not_found=False, **attributes
-    )
+    """Evaluation mode: ``deterministic=True``, ``use_running_average=True``.
+
+    Modules converted from Equinox that keep Equinox's ``inference`` flag
+    (e.g. ``eqx.nn.SpectralNorm``) get ``inference=True``, as
+    ``eqx.nn.inference_mode`` would give them.
+    """
+    flags = {"deterministic": True, "use_running_average": True, "inference": True}
+    self.set_attributes(raise_if_not_found=False, **{**flags, **attributes})
 
 
 def _module_children(obj) -> list:

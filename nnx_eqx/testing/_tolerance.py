@@ -51,7 +51,24 @@ def _leaves(tree: Any) -> tuple[list[tuple[Any, Any]], Any]:
   return jax.tree_util.tree_flatten_with_path(tree)
 
 
+def _is_literal(x: Any) -> bool:
+  """A Python number or a (nested) list/tuple of them, e.g. an expected ``[1.0, 2.0]``."""
+  if isinstance(x, (list, tuple)):
+    return all(_is_literal(y) for y in x)
+  return isinstance(x, (bool, int, float, complex))
+
+
+def _literal_as(x: Any, like: Any) -> Any:
+  """``x`` as an array of ``like``'s dtype if ``x`` is a literal and ``like`` an array."""
+  if hasattr(like, "dtype") and not jax.dtypes.issubdtype(like.dtype, jax.dtypes.prng_key):
+    if _is_literal(x):
+      out = np.asarray(x, dtype=like.dtype)
+      return np.broadcast_to(out, np.shape(like)) if out.ndim == 0 else out
+  return x
+
+
 def _compare(a: Any, b: Any, *, exact: bool, rtol: float | None, atol: float | None) -> None:
+  a, b = _literal_as(a, b), _literal_as(b, a)
   la, ta = _leaves(a)
   lb, tb = _leaves(b)
   if ta != tb:
@@ -92,7 +109,10 @@ def assert_trees_close(a: Any, b: Any, *, rtol: float | None = None, atol: float
 
   Args:
     a, b: pytrees with the same structure; array leaves must match in dtype
-      and shape, other leaves compare with ``==``.
+      and shape, other leaves compare with ``==``. An array compared with a
+      Python literal (a number or nested lists of numbers, e.g. an expected
+      ``[1.0, 2.0]``) takes the literal in the array's dtype; a number is
+      broadcast to the array's shape.
     rtol, atol: override the policy (:data:`TOLERANCES`) for every leaf; pass
       them only for a documented reason (e.g. a long recurrence).
 
@@ -113,6 +133,7 @@ def assert_trees_equal(a: Any, b: Any):
 
   Use it only where both sides run the same compiled program, or where one is
   a data round trip with no arithmetic (split/merge, conversion, checkpoints).
+  Python literals compare as in :func:`assert_trees_close`.
 
   Raises:
     AssertionError: naming the key path of the first leaf that differs.

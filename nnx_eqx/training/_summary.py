@@ -61,7 +61,7 @@ def size_and_bytes(x: Any) -> tuple[int, int]:
 
   Example:
     >>> import jax, jax.numpy as jnp
-    >>> from nnx_eqx._summary import size_and_bytes
+    >>> from nnx_eqx.training._summary import size_and_bytes
     >>> size_and_bytes(jnp.zeros((3, 4), jnp.bfloat16)), size_and_bytes(jax.random.key(0))
     ((12, 24), (1, 8))
   """

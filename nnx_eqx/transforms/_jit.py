@@ -12,7 +12,14 @@ from . import _lift
 
 
 class JitWrapped:
-  """The callable returned by :func:`jit`; binds as a method when decorating one."""
+  """The callable returned by :func:`jit`; binds as a method when decorating one.
+
+  Each distinct static key (GraphDef, argument layout, static arguments) gets
+  its own ``jax.jit`` of the pure function with the key bound, so a call passes
+  only arrays: the leaf values and the other arguments. Unchanged-structure
+  updates come back as a plain ``{leaf index: value}`` dict, which JAX builds
+  without calling back into Python.
+  """
 
   def __init__(
     self,
@@ -27,10 +34,12 @@ class JitWrapped:
     self.static_argnums = tuple(sorted(static_argnums))
     self.static_argnames = frozenset(static_argnames)
     self.donate_argnums = frozenset(donate_argnums)
-    self._jitted = jax.jit(self._pure, static_argnums=(0,), **jit_kwargs)
-    self._jitted_donate = None
+    self._jit_kwargs = jit_kwargs
+    self._compiled: dict = {}  # (key, donate) -> jax.jit of the pure function
+    self._plain = not (self.static_argnums or self.static_argnames or self.donate_argnums)
+    self._last = _lift.LastCall()
 
-  def _pure(self, key, leaves, rest):
+  def _pure(self, key, leaves, *rest):
     graphdef, split, static_vals, n_args, kw_names = key
 
     def call(*args):
@@ -41,7 +50,20 @@ class JitWrapped:
       kwargs.update(static_vals[1])
       return self.fn(*args, **kwargs)
 
-    return _lift.call_inner(call, graphdef, split, leaves, rest)
+    out, updates = _lift.call_inner(call, graphdef, split, leaves, rest)
+    if updates.structure is None:
+      return out, dict(zip(updates.index, updates.values))
+    return out, updates
+
+  def _jitted(self, key: tuple, donate: bool = False) -> Callable:
+    """The ``jax.jit`` for ``key``: ``(leaves, *rest) -> (out, updates)``."""
+    fn = self._compiled.get((key, donate))
+    if fn is None:
+      if len(self._compiled) >= _MAX_KEYS:  # drop the oldest, as jax.jit's own cache does
+        del self._compiled[next(iter(self._compiled))]
+      kwargs = dict(self._jit_kwargs, donate_argnums=0) if donate else self._jit_kwargs
+      fn = self._compiled[key, donate] = jax.jit(functools.partial(self._pure, key), **kwargs)
+    return fn
 
   def __get__(self, obj, objtype=None):
     if obj is None:
@@ -62,7 +84,7 @@ class JitWrapped:
     return args, kwargs, (static, skw)
 
   def _prepare(self, args: tuple, kwargs: dict):
-    """``(walk, jit static key, leaves, rest, argsplit)`` for a call."""
+    """``(walk, static key, leaves, rest, argsplit)`` for a call."""
     if self.static_argnums or self.static_argnames:
       args, kwargs, static_vals = self._split_static(args, kwargs)
     else:
@@ -76,24 +98,32 @@ class JitWrapped:
     return w, key, leaves, rest, split
 
   def __call__(self, *args, **kwargs):
-    w, key, leaves, rest, split = self._prepare(args, kwargs)
-    fn = self._jitted
-    if self.donate_argnums and any(i in self.donate_argnums for i in split.arg_of_node):
-      fn = self._donating()
-    out, updates = fn(key, leaves, rest)
+    if self._plain and not kwargs:  # the common case, kept short: it runs on every step
+      _, w, leaves, rest, fn = self._last.prepare(args, self._plain_jitted)
+    else:
+      w, key, leaves, rest, split = self._prepare(args, kwargs)
+      donate = bool(self.donate_argnums) and any(
+        i in self.donate_argnums for i in split.arg_of_node
+      )
+      fn = self._jitted(key, donate)
+    out, updates = fn(leaves, *rest)
+    if type(updates) is dict:  # values only
+      if updates:
+        w.set_leaves(updates.keys(), updates.values())  # type: ignore[union-attr]
+      return out
     return _lift.apply_updates(w, updates, out)
 
-  def _donating(self):
-    if self._jitted_donate is None:
-      self._jitted_donate = jax.jit(self._pure, static_argnums=(0,), donate_argnums=(1,))
-    return self._jitted_donate
+  def _plain_jitted(self, args: tuple, split, w) -> Callable:
+    """The ``jax.jit`` for a call without static, keyword or donated arguments."""
+    return self._jitted((w.graphdef if w is not None else None, split, _NO_STATIC, len(args), None))
 
   def lower(self, *args, **kwargs):
     """Lowers for the given arguments (``jax.stages.Lowered``), for inspecting HLO."""
     _, key, leaves, rest, _ = self._prepare(args, kwargs)
-    return self._jitted.lower(key, leaves, rest)
+    return self._jitted(key).lower(leaves, *rest)
 
 
+_MAX_KEYS = 4096
 _NO_STATIC: tuple = ((), ())
 
 

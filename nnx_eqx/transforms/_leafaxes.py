@@ -61,15 +61,16 @@ def check_axes(
   for x, a, name in zip(values, axes, names):
     if not isinstance(a, int) or a is True or a is False:
       continue
-    shape = np.shape(x)
-    if not -len(shape) <= a < len(shape):
-      raise AxisRankError(
-        f"{transform}: {what} asks for axis {a} of {name}, which has shape {shape} (rank"
-        f" {len(shape)}). Fix: use an axis below its rank, None to broadcast it, or"
-        " nnx.StateAxes({...}) to map only part of a Module's state; split Rngs first"
-        " with nnx.split_rngs(splits=n)."
-      )
-    sizes.setdefault(shape[a], []).append(name)
+    # A pytree-valued leaf (e.g. a Variable holding a tuple) maps each of its arrays.
+    for shape in [np.shape(y) for y in jax.tree_util.tree_leaves(x)] or [()]:
+      if not -len(shape) <= a < len(shape):
+        raise AxisRankError(
+          f"{transform}: {what} asks for axis {a} of {name}, which has shape {shape} (rank"
+          f" {len(shape)}). Fix: use an axis below its rank, None to broadcast it, or"
+          " nnx.StateAxes({...}) to map only part of a Module's state; split Rngs first"
+          " with nnx.split_rngs(splits=n)."
+        )
+      sizes.setdefault(shape[a], []).append(name)
   if size is not None:
     sizes.setdefault(size, []).append(f"{size_name}={size}")
   if len(sizes) > 1:

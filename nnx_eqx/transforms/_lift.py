@@ -19,12 +19,14 @@ A lifted transform runs in four steps:
 
 from __future__ import annotations
 
+import operator
+import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
 
-from ..graph import _graph, _version
+from ..graph import _graph, _node_types, _version
 from ..graph._graph import GraphDef, Walk, is_node, node_impl
 from ..graph._variables import Variable
 
@@ -50,25 +52,68 @@ def _is_node_leaf(x) -> bool:
   return isinstance(x, Variable) or node_impl(type(x)) is not None
 
 
+class _TypeSplit(NamedTuple):
+  """How to split arguments of given types: the ArgSplit, and C-level getters
+  of the node arguments and of the rest (``args + (None,)`` picked so that a
+  node's place holds the trailing None)."""
+
+  split: ArgSplit
+  nodes: Callable[[tuple], Any]
+  rest: Callable[[tuple], Any]
+
+
+# Per tuple of argument types without containers: whether an argument is a
+# node depends on its type alone (a Variable or a registered node type).
+_SPLITS: dict = _node_types.type_cache()
+
+
 def split_args(args: tuple) -> tuple[ArgSplit, tuple, tuple]:
   """Returns ``(argsplit, nodes, rest)``: the nodes found in ``args``, and
   ``args`` with each node replaced by a placeholder."""
+  types = tuple(map(type, args))
+  ts = _SPLITS.get(types)
+  if ts is None:
+    ts = _split_of_types(args, types)
+    if ts is None:
+      return _split_generic(args)
+  if not ts.split.positions:
+    return ts.split, (), args
+  return ts.split, ts.nodes(args), ts.rest(args + (None,))
+
+
+def _split_of_types(args: tuple, types: tuple) -> _TypeSplit | None:
+  """The split for these argument types; None when a container holds items
+  (nodes may be nested: see :func:`_split_generic`)."""
   positions = []
-  generic = False
-  for i, a in enumerate(args):
-    if isinstance(a, Variable) or node_impl(type(a)) is not None:
+  for i, (a, t) in enumerate(zip(args, types)):
+    if issubclass(t, Variable) or node_impl(t) is not None:
       positions.append(i)
-    elif type(a) in _CONTAINERS and a:
-      generic = True
-  if not generic:
-    if not positions:
-      return _EMPTY_SPLIT, (), args
-    nodes = tuple(args[i] for i in positions)
-    rest = list(args)
-    for i in positions:
-      rest[i] = None
-    pos = tuple(positions)
-    return ArgSplit(pos, False, pos), nodes, tuple(rest)
+    elif t in _CONTAINERS and a:
+      return None
+  pos = tuple(positions)
+  n = len(args)
+  ts = _TypeSplit(
+    ArgSplit(pos, False, pos) if pos else _EMPTY_SPLIT,
+    _getter(pos),
+    _getter(tuple(n if i in pos else i for i in range(n))),
+  )
+  if not any(t in _CONTAINERS for t in types):  # an empty container may fill up later
+    _SPLITS[types] = ts
+  return ts
+
+
+def _getter(idx: tuple) -> Callable[[tuple], tuple]:
+  """``seq -> tuple(seq[i] for i in idx)``, done by ``operator.itemgetter``."""
+  if len(idx) == 1:
+    i = idx[0]
+    return lambda seq: (seq[i],)
+  if not idx:
+    return lambda seq: ()
+  return operator.itemgetter(*idx)
+
+
+def _split_generic(args: tuple) -> tuple[ArgSplit, tuple, tuple]:
+  """Nodes nested in containers: each is replaced by a :class:`Hole`."""
   nodes_l: list = []
   arg_of: list = []
   rest_l = []
@@ -209,9 +254,7 @@ def apply_updates(w: Walk | None, updates: Updates, out: Any) -> Any:
   """Writes updates into the caller's objects and fills output placeholders."""
   if updates.structure is None:
     if updates.index:
-      slots = w.slots  # type: ignore[union-attr]
-      for i, v in zip(updates.index, updates.values):
-        slots[i]._value = v
+      w.set_leaves(updates.index, updates.values)  # type: ignore[union-attr]
     return out
   g2, in_index = updates.structure
   old = w.nodes if w is not None else []
@@ -227,7 +270,47 @@ def prepare(args: tuple):
   if not nodes:
     return split, None, [], rest
   w = _graph.walk(nodes)
-  return split, w, [s._value for s in w.slots], rest
+  return split, w, w.leaves(), rest
+
+
+def _no_walk() -> None:
+  return None
+
+
+class LastCall:
+  """A transform's previous call, for the fast path of the next one.
+
+  When the next call passes arguments of the same types, the same node
+  objects, and no structural change happened anywhere in between (the global
+  version is unchanged), its split and walk are those of the previous call:
+  only the current leaf values are read. The walk is held weakly, so this
+  keeps no model alive.
+  """
+
+  __slots__ = ("types", "ts", "walk", "extra")
+
+  def __init__(self):
+    self.types: tuple | None = None
+    self.ts: _TypeSplit | None = None
+    self.walk: Callable[[], Walk | None] = _no_walk
+    self.extra: Any = None
+
+  def prepare(self, args: tuple, make_extra: Callable[[tuple, ArgSplit, Walk | None], Any]):
+    """:func:`prepare` plus ``extra = make_extra(args, split, walk)``, which is kept
+    with the call: ``(argsplit, walk or None, leaves, rest, extra)``."""
+    types = tuple(map(type, args))
+    if types == self.types:
+      w = self.walk()
+      if w is not None and w.epoch == _version._epoch[0]:
+        ts = self.ts
+        if all(map(operator.is_, ts.nodes(args), w.refs)):  # type: ignore[union-attr]
+          return ts.split, w, w.leaves(), ts.rest(args + (None,)), self.extra  # type: ignore[union-attr]
+    split, w, leaves, rest = prepare(args)
+    extra = make_extra(args, split, w)
+    ts = _SPLITS.get(types)
+    if ts is not None and w is not None:
+      self.types, self.ts, self.walk, self.extra = types, ts, weakref.ref(w), extra
+    return split, w, leaves, rest, extra
 
 
 def leaf_arg_index(w: Walk, split: ArgSplit) -> list[int]:
@@ -241,6 +324,7 @@ __all__ = [
   "split_args",
   "join_args",
   "prepare",
+  "LastCall",
   "call_inner",
   "collect_updates",
   "apply_updates",

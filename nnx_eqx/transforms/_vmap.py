@@ -8,7 +8,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
-import numpy as np
 
 from ..graph import _graph
 from . import _lift
@@ -67,7 +66,8 @@ class VmapWrapped(Lifted):
       "in_axes",
       self.axis_size,
     )
-    ndims = [np.ndim(x) for x in leaves]
+    # A Variable's value may be a pytree (e.g. a tuple of arrays); only arrays have a rank.
+    ndims = [getattr(x, "ndim", 0) for x in leaves]
     axes = GraphAxes(
       split, graphdef, node_specs, state_axes, ndims, self.out_axes, self.tm, self.name
     )
