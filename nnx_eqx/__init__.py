@@ -28,18 +28,8 @@ from ._filters import PathContains as PathContains
 from ._filters import WithTag as WithTag
 from ._filters import buffers as buffers
 from ._graph import GraphDef as GraphDef
-from ._graph import clone as clone
-from ._graph import graphdef as graphdef
 from ._graph import is_graph_node as is_graph_node
 from ._graph import is_node as is_node
-from ._graph import iter_graph as iter_graph
-from ._graph import iter_modules as iter_modules
-from ._graph import merge as merge
-from ._graph import pop as pop
-from ._graph import split as split
-from ._graph import state as state
-from ._graph import update as update
-from ._graph import variables as variables
 from ._module import Module as Module
 from ._pure import Pure as Pure
 from ._rngs import RngCount as RngCount
@@ -123,9 +113,6 @@ from .nn import softplus as softplus
 from .nn import standardize as standardize
 from .nn import swish as swish
 from .nn import tanh as tanh
-from .transforms import grad as grad
-from .transforms import jit as jit
-from .transforms import value_and_grad as value_and_grad
 
 # --- end nn and training ---
 
@@ -145,16 +132,7 @@ from .transforms import ScanLengthError as ScanLengthError
 from .transforms import ScanOptions as ScanOptions
 from .transforms import SplitBackups as SplitBackups
 from .transforms import StateAxes as StateAxes
-from .transforms import cond as cond
-from .transforms import eval_shape as eval_shape
-from .transforms import fori_loop as fori_loop
-from .transforms import remat as remat
 from .transforms import restore_rngs as restore_rngs
-from .transforms import scan as scan
-from .transforms import split_rngs as split_rngs
-from .transforms import switch as switch
-from .transforms import vmap as vmap
-from .transforms import while_loop as while_loop
 
 # --- end transforms ---
 
@@ -211,6 +189,40 @@ from ._pytree import UnknownFieldError as UnknownFieldError
 from ._train_state import TrainState as TrainState
 
 # --- end seed systems ---
+
+# --- flax 0.12 parity (graph keywords, Rngs helpers) ---
+from ._errors import UnknownStreamError as UnknownStreamError
+from ._graph_keywords import clone as clone
+from ._graph_keywords import cond as cond
+from ._graph_keywords import eval_shape as eval_shape
+from ._graph_keywords import fori_loop as fori_loop
+from ._graph_keywords import grad as grad
+from ._graph_keywords import graphdef as graphdef
+from ._graph_keywords import iter_graph as iter_graph
+from ._graph_keywords import iter_modules as iter_modules
+from ._graph_keywords import jit as jit
+from ._graph_keywords import merge as merge
+from ._graph_keywords import pop as pop
+from ._graph_keywords import remat as remat
+from ._graph_keywords import scan as scan
+from ._graph_keywords import split as split
+from ._graph_keywords import state as state
+from ._graph_keywords import switch as switch
+from ._graph_keywords import update as update
+from ._graph_keywords import value_and_grad as value_and_grad
+from ._graph_keywords import variables as variables
+from ._graph_keywords import vmap as vmap
+from ._graph_keywords import while_loop as while_loop
+from ._graph_mode import get_graph_mode as get_graph_mode
+from ._graph_mode import set_graph_mode as set_graph_mode
+from ._graph_mode import set_graph_updates as set_graph_updates
+from ._rng_tools import fork_rngs as fork_rngs
+from ._rng_tools import recursive_map as recursive_map
+from ._rng_tools import reseed as reseed
+from ._rng_tools import split_rngs as split_rngs
+from ._rng_tools import with_rngs as with_rngs
+
+# --- end flax 0.12 parity ---
 
 # Seed-era names.
 ModuleDef = GraphDef

@@ -1,0 +1,35 @@
+"""The graph API and lifted transforms with flax's ``graph=``/``graph_updates=`` keywords.
+
+flax.nnx 0.12 adds ``graph=`` (graph or tree mode) and ``graph_updates=`` to
+its graph functions and transforms. nnx_eqx keeps sharing in every mode, so
+for graphs without shared references both modes give the same results; these
+wrappers accept the keywords (see :mod:`nnx_eqx._graph_mode`) and call the
+engine's functions. ``nnx.split`` and friends are these wrappers.
+"""
+
+from __future__ import annotations
+
+from . import _graph, transforms
+from ._graph_mode import accepts_graph_keywords as _kw
+
+split = _kw(_graph.split)
+merge = _kw(_graph.merge)
+state = _kw(_graph.state)
+graphdef = _kw(_graph.graphdef)
+update = _kw(_graph.update)
+pop = _kw(_graph.pop)
+clone = _kw(_graph.clone)
+variables = _kw(_graph.variables)
+iter_graph = _kw(_graph.iter_graph)
+iter_modules = _kw(_graph.iter_modules)
+jit = _kw(transforms.jit)
+vmap = _kw(transforms.vmap)
+scan = _kw(transforms.scan)
+grad = _kw(transforms.grad)
+value_and_grad = _kw(transforms.value_and_grad)
+remat = _kw(transforms.remat)
+eval_shape = _kw(transforms.eval_shape)
+cond = _kw(transforms.cond)
+switch = _kw(transforms.switch)
+fori_loop = _kw(transforms.fori_loop)
+while_loop = _kw(transforms.while_loop)
