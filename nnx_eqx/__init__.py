@@ -191,6 +191,11 @@ from ._train_state import TrainState as TrainState
 # --- end seed systems ---
 
 # --- flax 0.12 parity (graph keywords, Rngs helpers) ---
+from . import compat as compat
+from . import metrics as metrics
+from ._diff_state import DiffState as DiffState
+from ._ema import EMA as EMA
+from ._ema import ModelAndOptimizer as ModelAndOptimizer
 from ._errors import UnknownStreamError as UnknownStreamError
 from ._graph_keywords import clone as clone
 from ._graph_keywords import cond as cond
@@ -214,6 +219,11 @@ from ._graph_keywords import variables as variables
 from ._graph_keywords import vmap as vmap
 from ._graph_keywords import while_loop as while_loop
 from ._graph_mode import get_graph_mode as get_graph_mode
+from ._metrics import Metric as Metric
+from .nn import LoRA as LoRA
+from .nn import LoRALinear as LoRALinear
+from .nn import LoRAParam as LoRAParam
+from ._metrics import MultiMetric as MultiMetric
 from ._graph_mode import set_graph_mode as set_graph_mode
 from ._graph_mode import set_graph_updates as set_graph_updates
 from ._rng_tools import fork_rngs as fork_rngs
@@ -221,6 +231,9 @@ from ._rng_tools import recursive_map as recursive_map
 from ._rng_tools import reseed as reseed
 from ._rng_tools import split_rngs as split_rngs
 from ._rng_tools import with_rngs as with_rngs
+from ._state_tools import from_flat_state as from_flat_state
+from ._state_tools import to_flat_state as to_flat_state
+from ._state_tools import to_pure_dict as to_pure_dict
 
 # --- end flax 0.12 parity ---
 

@@ -9,8 +9,26 @@ engine's functions. ``nnx.split`` and friends are these wrappers.
 
 from __future__ import annotations
 
+from typing import Any
+
+import jax
+
 from . import _graph, transforms
+from ._diff_state import accepts_diff_state
 from ._graph_mode import accepts_graph_keywords as _kw
+from ._variables import Variable
+
+
+def _clone(node: Any) -> Any:
+  """``clone`` that also copies plain pytrees of Variables (e.g. States)."""
+  if _graph.is_node(node) or isinstance(node, list | dict):
+    return _graph.clone(node)
+  return jax.tree.map(
+    lambda x: x.copy() if isinstance(x, Variable) else x,
+    node,
+    is_leaf=lambda x: isinstance(x, Variable),
+  )
+
 
 split = _kw(_graph.split)
 merge = _kw(_graph.merge)
@@ -18,15 +36,15 @@ state = _kw(_graph.state)
 graphdef = _kw(_graph.graphdef)
 update = _kw(_graph.update)
 pop = _kw(_graph.pop)
-clone = _kw(_graph.clone)
+clone = _kw(_clone)
 variables = _kw(_graph.variables)
 iter_graph = _kw(_graph.iter_graph)
 iter_modules = _kw(_graph.iter_modules)
 jit = _kw(transforms.jit)
 vmap = _kw(transforms.vmap)
 scan = _kw(transforms.scan)
-grad = _kw(transforms.grad)
-value_and_grad = _kw(transforms.value_and_grad)
+grad = _kw(accepts_diff_state(transforms.grad))
+value_and_grad = _kw(accepts_diff_state(transforms.value_and_grad))
 remat = _kw(transforms.remat)
 eval_shape = _kw(transforms.eval_shape)
 cond = _kw(transforms.cond)

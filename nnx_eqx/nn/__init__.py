@@ -24,6 +24,9 @@ from ._embed import Embed as Embed
 from ._linear import Einsum as Einsum
 from ._linear import Linear as Linear
 from ._linear import LinearGeneral as LinearGeneral
+from ._lora import LoRA as LoRA
+from ._lora import LoRALinear as LoRALinear
+from ._lora import LoRAParam as LoRAParam
 from ._norm_stats import compute_stats as compute_stats
 from ._normalization import BatchNorm as BatchNorm
 from ._normalization import GroupNorm as GroupNorm

@@ -348,6 +348,7 @@ def main(argv=None):
   p.add_argument("--reference", help="reuse a reference JSON written by an earlier run")
   p.add_argument("--only", nargs="*", help="substrings of the test files to run")
   p.add_argument("--timeout", type=int, default=1200, help="seconds per test file")
+  p.add_argument("--tree", default=str(ROOT), help="folder holding the nnx_eqx package")
   p.add_argument("--keep", action="store_true", help="keep the rewritten tests")
   p.add_argument("--out", default=str(HERE), help="folder for flax_suite.json/.md")
   args = p.parse_args(argv)
@@ -366,7 +367,8 @@ def main(argv=None):
     ref_path = pathlib.Path(args.out) / "flax_suite_reference.json"
     ref_path.write_text(json.dumps(ref, indent=1, sort_keys=True) + "\n")
     print(f"reference results in {ref_path}")
-  ours = run_suite(args, src_dir, work, "nnx_eqx", args.python, str(ROOT), extra, with_linen)
+  tree = str(pathlib.Path(args.tree).resolve())
+  ours = run_suite(args, src_dir, work, "nnx_eqx", args.python, tree, extra, with_linen)
   summary = summarise(ours, ref)
   out = pathlib.Path(args.out)
   detail = {"summary": summary, "excluded_files": EXCLUDED_FILES, "results": ours}
