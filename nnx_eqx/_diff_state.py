@@ -39,7 +39,10 @@ def resolve_argnums(argnums: Any, wrt: Filter) -> tuple[Any, Filter]:
   items = (argnums,) if single else argnums
   if not any(isinstance(a, DiffState) for a in items):
     return argnums, wrt
-  filters = {a.filter for a in items if isinstance(a, DiffState)}
+  filters: list = []
+  for a in items:
+    if isinstance(a, DiffState) and a.filter not in filters:
+      filters.append(a.filter)
   if len(filters) > 1:
     raise NotImplementedError(
       f"argnums with DiffStates of different filters {sorted(map(repr, filters))} are not"

@@ -71,7 +71,7 @@ class LoRA(Module):
     lora_rank: int,
     out_features: int,
     *,
-    base_module: Module | None = None,
+    base_module: Any = None,
     dtype: Dtype | None = None,
     param_dtype: Dtype = jnp.float32,
     a_initializer: Initializer = _DEFAULT_A,

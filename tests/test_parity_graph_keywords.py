@@ -1,0 +1,83 @@
+"""graph=/graph_updates= keywords, set_graph_mode, nnx.compat, DiffState, to_flat_state."""
+
+import jax.numpy as jnp
+import pytest
+
+import nnx_eqx as nnx
+
+
+def _model():
+  return nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+
+
+@pytest.mark.parametrize("graph", [True, False, None])
+def test_graph_api_accepts_graph_keywords(graph):
+  m = _model()
+  g, s = nnx.split(m, graph=graph)
+  m2 = nnx.merge(g, s, graph=graph)
+  assert sorted(nnx.state(m2, graph=graph)) == ["bias", "kernel"]
+  assert nnx.graphdef(m, graph=graph) == g
+  assert nnx.clone(m, graph=graph) is not m
+
+
+@pytest.mark.parametrize("graph_updates", [True, False])
+def test_transforms_accept_graph_keywords(graph_updates):
+  m = _model()
+
+  @nnx.jit(graph=True, graph_updates=graph_updates)
+  def f(m, x):
+    return nnx.grad(lambda m: m(x).sum(), graph=True)(m)
+
+  grads = f(m, jnp.ones((1, 2)))
+  assert grads["kernel"].value.shape == (2, 3)
+
+
+def test_set_graph_mode_call_context_and_decorator():
+  assert nnx.set_graph_mode.current_value() is True
+  with nnx.set_graph_mode(False):
+    assert nnx.get_graph_mode() is False
+  assert nnx.get_graph_mode() is True
+
+  @nnx.set_graph_updates(False)
+  def inner():
+    return nnx.set_graph_updates.current_value()
+
+  assert inner() is False and nnx.set_graph_updates.current_value() is True
+  with pytest.raises(TypeError, match="expects a bool"):
+    nnx.set_graph_mode("yes")
+
+
+def test_compat_split_keeps_shared_variables():
+  v = nnx.Param(jnp.ones(2))
+  graphdef, state = nnx.compat.split([v, v])
+  assert len(nnx.to_flat_state(state)) == 1
+  a, b = nnx.merge(graphdef, state)
+  assert a is b
+
+
+def test_diff_state_selects_the_differentiated_variables():
+  lora = nnx.LoRA(2, 1, 3, base_module=_model(), rngs=nnx.Rngs(1))
+  grads = nnx.grad(lambda m: m(jnp.ones((1, 2))).sum(), argnums=nnx.DiffState(0, nnx.LoRAParam))(
+    lora
+  )
+  assert sorted(p for p, _ in nnx.to_flat_state(grads)) == [("lora_a",), ("lora_b",)]
+
+
+def test_diff_states_with_different_filters_are_rejected():
+  argnums = (nnx.DiffState(0, nnx.Param), nnx.DiffState(1, nnx.BatchStat))
+  with pytest.raises(NotImplementedError, match="different filters"):
+    nnx.grad(lambda a, b: 0.0, argnums=argnums)
+
+
+def test_clone_copies_a_tuple_of_states():
+  s1, s2 = nnx.state(_model(), nnx.Param, ...)
+  c1, c2 = nnx.clone((s1, s2))
+  assert c1["kernel"] is not s1["kernel"]
+  assert (c1["kernel"].value == s1["kernel"].value).all()
+
+
+def test_flat_state_round_trip():
+  s = nnx.state(_model())
+  assert nnx.from_flat_state(nnx.to_flat_state(s)) == s
+  with pytest.raises(TypeError, match="expects a State"):
+    nnx.to_flat_state(3)
