@@ -219,6 +219,8 @@ from ._graph_keywords import variables as variables
 from ._graph_keywords import vmap as vmap
 from ._graph_keywords import while_loop as while_loop
 from ._graph_mode import get_graph_mode as get_graph_mode
+from ._graph_state import GraphState as GraphState
+from ._graph_state import unpack as unpack
 from ._metrics import Metric as Metric
 from .nn import LoRA as LoRA
 from .nn import LoRALinear as LoRALinear

@@ -16,6 +16,7 @@ import jax
 from . import _graph, transforms
 from ._diff_state import accepts_diff_state
 from ._graph_mode import accepts_graph_keywords as _kw
+from ._graph_state import as_states, unbundle
 from ._variables import Variable
 
 
@@ -31,10 +32,21 @@ def _clone(node: Any) -> Any:
 
 
 split = _kw(_graph.split)
-merge = _kw(_graph.merge)
+
+
+def _merge(*args: Any) -> Any:
+  return _graph.merge(*unbundle(args))
+
+
+def _update(node: Any, *states: Any) -> None:
+  _graph.update(node, *as_states(states))
+
+
+_merge.__doc__, _update.__doc__ = _graph.merge.__doc__, _graph.update.__doc__
+merge = _kw(_merge)
 state = _kw(_graph.state)
 graphdef = _kw(_graph.graphdef)
-update = _kw(_graph.update)
+update = _kw(_update)
 pop = _kw(_graph.pop)
 clone = _kw(_clone)
 variables = _kw(_graph.variables)

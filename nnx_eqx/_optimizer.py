@@ -20,6 +20,7 @@ import optax
 from . import _graph
 from ._errors import GraphStructureError, StateMismatchError
 from ._filters import Filter
+from ._graph_state import GraphState
 from ._module import Module
 from ._state import State
 from ._variables import Param, Variable
@@ -105,6 +106,8 @@ def _to_opt_state(state: Any, params: Mapping[tuple, Variable]) -> Any:
 
 
 def _flat_grads(grads: Any) -> dict:
+  if isinstance(grads, GraphState):
+    grads = grads._state
   if isinstance(grads, State):
     return grads.flat_state()
   if isinstance(grads, Mapping):

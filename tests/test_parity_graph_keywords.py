@@ -1,5 +1,6 @@
 """graph=/graph_updates= keywords, set_graph_mode, nnx.compat, DiffState, to_flat_state."""
 
+import jax
 import jax.numpy as jnp
 import pytest
 
@@ -81,3 +82,37 @@ def test_flat_state_round_trip():
   assert nnx.from_flat_state(nnx.to_flat_state(s)) == s
   with pytest.raises(TypeError, match="expects a State"):
     nnx.to_flat_state(3)
+
+
+def test_unpack_bundles_the_graphdef_and_merges_back():
+  model = nnx.BatchNorm(2, rngs=nnx.Rngs(0))
+  params, rest = nnx.unpack(model, nnx.Param, ...)
+  assert isinstance(params, nnx.GraphState) and "scale" in params and "mean" in rest
+  params["scale"] = params["scale"].replace(jnp.zeros(2))
+  again = nnx.merge(params, rest)
+  assert isinstance(again, nnx.BatchNorm) and float(again.scale.value.sum()) == 0.0
+  doubled = jax.tree.map(lambda x: 2 * x, params)
+  assert isinstance(doubled, nnx.GraphState)
+  nnx.update(model, doubled)
+  assert float(model.bias.value.sum()) == 0.0
+
+
+def test_merge_rejects_mixed_or_mismatched_graph_states():
+  gs = nnx.unpack(_model())
+  with pytest.raises(nnx.GraphStructureError, match="Expected GraphState object"):
+    nnx.merge(gs, nnx.state(_model()))
+  with pytest.raises(nnx.GraphStructureError, match="GraphDef must be the same"):
+    nnx.merge(gs, nnx.unpack(nnx.BatchNorm(2, rngs=nnx.Rngs(0))))
+
+
+def test_variable_metadata_accessors():
+  p = nnx.Param(jnp.ones(2), tag="a")
+  assert p.get_metadata("tag") == "a" and p.get_metadata() == {"tag": "a"}
+  with pytest.raises(KeyError, match="no metadata 'x'"):
+    p.get_metadata("x")
+  p.set_metadata({"sharding": ("d",)})
+  assert p.get_metadata() == {"sharding": ("d",)}
+  with pytest.raises(TypeError, match="not a mix"):
+    p.set_metadata("a", b=1)
+  p.set_raw_value(jnp.zeros(2))
+  assert float(p.get_raw_value().sum()) == 0.0
