@@ -59,7 +59,7 @@ class EMA(Module):
 
   def __init__(self, params: Any, decay: float, *, only: Filter = ..., graph: bool | None = None):
     self.decay = decay
-    self.filter = only
+    self.only = only
     flat = _graph.variables(params, only).flat_state()
     self.params = _nested_dict({p: v.copy() for p, v in flat.items() if isinstance(v, Variable)})
 
@@ -69,7 +69,7 @@ class EMA(Module):
   def update(self, updates: Any) -> None:
     """Moves every tracked Variable towards its value in ``updates`` (a model or State)."""
     if isinstance(updates, Module):
-      new = _graph.variables(updates, self.filter).flat_state()
+      new = _graph.variables(updates, self.only).flat_state()
     else:
       new = dict(_graph._flat_of([updates]))
     decay = self.decay
