@@ -8,20 +8,25 @@ the tests that exercise the Linen bridge or flax internals as excluded, and
 runs every file in its own pytest process (the files set ``XLA_FLAGS`` at
 import time).
 
-With ``--flax-python`` (a python with flax installed) the unmodified tests run
-first with flax.nnx: a test counts as *applicable* when it is not excluded and
-passes with flax. The summary (``flax_suite.json`` and ``flax_suite.md`` next to
-this file) gives per-file counts of applicable tests and how many of them pass
-with nnx_eqx, and groups the failure messages.
+With ``--flax-site`` (the site-packages of an environment with flax, e.g.
+``/work/flaxenv/lib/python3.11/site-packages``; or ``--flax-python``, a python
+with flax) the unmodified tests first run with flax.nnx and their outcomes are
+written to ``flax_suite_reference.json``; ``--reference`` reuses that file. A
+test counts as *applicable* when it is not excluded and passes with flax. The
+summary (``flax_suite.json`` and ``flax_suite.md`` in ``--out``) gives per-file
+counts of applicable tests and how many of them pass with nnx_eqx, and groups
+the failure messages.
 
 Typical use (from the repository root)::
 
-  python tests/parity/flax_suite.py --sdist /path/flax-0.12.8.tar.gz \\
-      --flax-python /path/flaxenv/bin/python --flax-site /path/flaxenv/lib/python3.11/site-packages
+  python tests/parity/flax_suite.py --sdist flax-0.12.8.tar.gz \\
+      --flax-site <flaxenv>/lib/python3.11/site-packages \\
+      --reference tests/parity/flax_suite_reference.json
 
-``--flax-site`` is appended to ``sys.path`` of the nnx_eqx run so the tests that
-compare a layer against its ``flax.linen`` counterpart can import Linen; without
-it those tests are excluded. The nnx_eqx run imports nothing else from flax.
+``--flax-site`` is also appended to ``sys.path`` of the nnx_eqx run so the tests
+that compare a layer against its ``flax.linen`` counterpart can import Linen;
+without it those tests are excluded. The nnx_eqx run imports nothing else from
+flax. ``--tree`` points at another checkout to measure (default: this one).
 """
 
 from __future__ import annotations
