@@ -234,6 +234,10 @@ from ._rng_tools import reseed as reseed
 from ._rng_tools import split_rngs as split_rngs
 from ._rng_tools import with_rngs as with_rngs
 from ._state_tools import from_flat_state as from_flat_state
+from ._var_defaults import VarDefaults as VarDefaults
+from ._var_defaults import var_defaults as var_defaults
+from .nn import InstanceNorm as InstanceNorm
+from .nn._common import Initializer as Initializer
 from ._state_tools import to_flat_state as to_flat_state
 from ._state_tools import to_pure_dict as to_pure_dict
 

@@ -253,10 +253,11 @@ def parse_junit(xml: pathlib.Path) -> dict[str, dict]:
     outcome, message = "passed", ""
     for child in case:
       if child.tag in ("failure", "error"):
-        outcome, message = (
-          ("failed" if child.tag == "failure" else "error"),
-          child.get("message", ""),
-        )
+        outcome = "failed" if child.tag == "failure" else "error"
+        message = child.get("message", "")
+        if "collection failure" in message:
+          e_lines = [ln for ln in (child.text or "").splitlines() if ln.startswith("E ")]
+          message = "collection error: " + (e_lines[-1][1:].strip() if e_lines else message)
       elif child.tag == "skipped":
         message = child.get("message", "")
         outcome = "excluded" if "parity-excluded" in message else "skipped"
@@ -283,12 +284,17 @@ def summarise(ours: dict, ref: dict | None) -> dict:
     ref_cases = (ref or {}).get(rel)
     names = set(cases) | set(ref_cases or {})
     counts = collections.Counter()
+    collection = [c["message"] for c in cases.values() if c["message"].startswith("collection")]
+    missing = {"outcome": "error", "message": collection[0] if collection else "not collected"}
     for name in names:
-      mine = cases.get(name, {"outcome": "error", "message": "not collected with nnx_eqx"})
-      if mine["outcome"] == "excluded":
+      if collection and ref_cases is not None and name not in ref_cases:
+        continue  # the collection-error entry itself
+      mine = cases.get(name, missing)
+      ref_outcome = (ref_cases or {}).get(name, {}).get("outcome")
+      if mine["outcome"] == "excluded" or ref_outcome == "excluded":
         counts["excluded"] += 1
         continue
-      if ref_cases is not None and ref_cases.get(name, {}).get("outcome") != "passed":
+      if ref_cases is not None and ref_outcome != "passed":
         counts["fails_with_flax"] += 1
         continue
       counts["applicable"] += 1
