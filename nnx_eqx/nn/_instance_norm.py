@@ -83,8 +83,8 @@ class InstanceNorm(Module):
     self.use_fast_variance = use_fast_variance
 
   def __call__(
-    self, x: Float[Array, "batch *rest"], *, mask: Array | None = None
-  ) -> Float[Array, "batch *rest"]:
+    self, x: Float[Array, "*shape"], *, mask: Array | None = None
+  ) -> Float[Array, "*shape"]:
     with jax.named_scope(type(self).__name__):
       _check_num_features(type(self).__name__, x, self.feature_axes, self.num_features)
       feature_axes = _axes(x.ndim, self.feature_axes)
