@@ -28,20 +28,10 @@ from .graph import PathContains as PathContains
 from .graph import WithTag as WithTag
 from .graph import buffers as buffers
 from .graph import GraphDef as GraphDef
-from .graph import clone as clone
-from .graph import graphdef as graphdef
 from .graph import is_graph_node as is_graph_node
 from .graph import is_node as is_node
-from .graph import iter_graph as iter_graph
-from .graph import iter_modules as iter_modules
-from .graph import merge as merge
-from .graph import pop as pop
-from .graph import split as split
-from .graph import state as state
-from .graph import update as update
-from .graph import variables as variables
 from .module import Module as Module
-from .compat import Pure as Pure
+from .legacy import Pure as Pure
 from .module import RngCount as RngCount
 from .module import RngKey as RngKey
 from .module import Rngs as Rngs
@@ -123,9 +113,6 @@ from .nn import softplus as softplus
 from .nn import standardize as standardize
 from .nn import swish as swish
 from .nn import tanh as tanh
-from .transforms import grad as grad
-from .transforms import jit as jit
-from .transforms import value_and_grad as value_and_grad
 
 # --- end nn and training ---
 
@@ -138,23 +125,14 @@ from .transforms import Carry as Carry
 from .transforms import CarryMismatchError as CarryMismatchError
 from .transforms import KeywordArgumentError as KeywordArgumentError
 from .transforms import LiftedStructureError as LiftedStructureError
-from .compat import Remat as Remat
-from .compat import RematOptions as RematOptions
-from .compat import Scan as Scan
+from .legacy import Remat as Remat
+from .legacy import RematOptions as RematOptions
+from .legacy import Scan as Scan
 from .transforms import ScanLengthError as ScanLengthError
-from .compat import ScanOptions as ScanOptions
+from .legacy import ScanOptions as ScanOptions
 from .transforms import SplitBackups as SplitBackups
 from .transforms import StateAxes as StateAxes
-from .transforms import cond as cond
-from .transforms import eval_shape as eval_shape
-from .transforms import fori_loop as fori_loop
-from .transforms import remat as remat
 from .transforms import restore_rngs as restore_rngs
-from .transforms import scan as scan
-from .transforms import split_rngs as split_rngs
-from .transforms import switch as switch
-from .transforms import vmap as vmap
-from .transforms import while_loop as while_loop
 
 # --- end transforms ---
 
@@ -194,23 +172,77 @@ from .checkpoint import CheckpointMismatchError as CheckpointMismatchError
 # --- end ecosystem ---
 
 # --- seed systems (dataclass, Pytree, Node, Static, register_node_type) ---
-from .compat import DataclassError as DataclassError
-from .compat import dataclass as dataclass
-from .compat import field as field
-from .compat import node_field as node_field
-from .compat import param_field as param_field
-from .compat import static_field as static_field
-from .compat import var_field as var_field
-from .compat import Node as Node
-from .compat import Static as Static
-from .compat import is_node_leaf as is_node_leaf
-from .compat import register_node_type as register_node_type
-from .compat import Pytree as Pytree
-from .compat import TreeNode as TreeNode
-from .compat import UnknownFieldError as UnknownFieldError
-from .compat import TrainState as TrainState
+from .legacy import DataclassError as DataclassError
+from .legacy import dataclass as dataclass
+from .legacy import field as field
+from .legacy import node_field as node_field
+from .legacy import param_field as param_field
+from .legacy import static_field as static_field
+from .legacy import var_field as var_field
+from .legacy import Node as Node
+from .legacy import Static as Static
+from .legacy import is_node_leaf as is_node_leaf
+from .legacy import register_node_type as register_node_type
+from .legacy import Pytree as Pytree
+from .legacy import TreeNode as TreeNode
+from .legacy import UnknownFieldError as UnknownFieldError
+from .legacy import TrainState as TrainState
 
 # --- end seed systems ---
+
+# --- flax 0.12 parity (graph keywords, Rngs helpers) ---
+from . import compat as compat
+from . import legacy as legacy
+from . import metrics as metrics
+from .graph._diff_state import DiffState as DiffState
+from .training._ema import EMA as EMA
+from .training._ema import ModelAndOptimizer as ModelAndOptimizer
+from .graph._errors import UnknownStreamError as UnknownStreamError
+from .transforms._graph_keywords import clone as clone
+from .transforms._graph_keywords import cond as cond
+from .transforms._graph_keywords import eval_shape as eval_shape
+from .transforms._graph_keywords import fori_loop as fori_loop
+from .transforms._graph_keywords import grad as grad
+from .transforms._graph_keywords import graphdef as graphdef
+from .transforms._graph_keywords import iter_graph as iter_graph
+from .transforms._graph_keywords import iter_modules as iter_modules
+from .transforms._graph_keywords import jit as jit
+from .transforms._graph_keywords import merge as merge
+from .transforms._graph_keywords import pop as pop
+from .transforms._graph_keywords import remat as remat
+from .transforms._graph_keywords import scan as scan
+from .transforms._graph_keywords import split as split
+from .transforms._graph_keywords import state as state
+from .transforms._graph_keywords import switch as switch
+from .transforms._graph_keywords import update as update
+from .transforms._graph_keywords import value_and_grad as value_and_grad
+from .transforms._graph_keywords import variables as variables
+from .transforms._graph_keywords import vmap as vmap
+from .transforms._graph_keywords import while_loop as while_loop
+from .graph._graph_mode import get_graph_mode as get_graph_mode
+from .graph._graph_state import GraphState as GraphState
+from .graph._graph_state import unpack as unpack
+from .training._metrics import Metric as Metric
+from .nn import LoRA as LoRA
+from .nn import LoRALinear as LoRALinear
+from .nn import LoRAParam as LoRAParam
+from .training._metrics import MultiMetric as MultiMetric
+from .graph._graph_mode import set_graph_mode as set_graph_mode
+from .graph._graph_mode import set_graph_updates as set_graph_updates
+from .transforms._rng_tools import fork_rngs as fork_rngs
+from .transforms._rng_tools import recursive_map as recursive_map
+from .transforms._rng_tools import reseed as reseed
+from .transforms._rng_tools import split_rngs as split_rngs
+from .transforms._rng_tools import with_rngs as with_rngs
+from .graph._state_tools import from_flat_state as from_flat_state
+from .graph._var_defaults import VarDefaults as VarDefaults
+from .graph._var_defaults import var_defaults as var_defaults
+from .nn import InstanceNorm as InstanceNorm
+from .nn._common import Initializer as Initializer
+from .graph._state_tools import to_flat_state as to_flat_state
+from .graph._state_tools import to_pure_dict as to_pure_dict
+
+# --- end flax 0.12 parity ---
 
 # Seed-era names.
 ModuleDef = GraphDef

@@ -103,7 +103,7 @@ def test_rngs_streams_counts_and_fallback():
 
 def test_rngs_without_default_raises():
   rngs = nnx.Rngs(params=0)
-  with pytest.raises(nnx.NnxError, match="Rngs has no stream 'dropout' and no 'default'"):
+  with pytest.raises(nnx.NnxError, match="No RngStream named 'dropout' in Rngs and no 'default'"):
     rngs.dropout()
 
 

@@ -57,3 +57,8 @@ class ImmutableError(NnxError, AttributeError):
 class UnknownAttributeError(NnxError, AttributeError):
   """``set_attributes`` (or ``train``/``eval`` overrides) named an attribute that
   no selected module has."""
+
+
+class UnknownStreamError(NnxError, AttributeError):
+  """An Rngs stream was requested that does not exist and there is no
+  ``default`` stream to fall back to."""

@@ -21,8 +21,8 @@ def check_trace(owner_trace, what: str) -> None:
   """
   if owner_trace != _get_state(convention="flax"):
     raise TraceContextError(
-      f"Cannot mutate {what}: it was created in a different JAX trace than the"
-      " current one (for example outside a `jax.jit`, `jax.grad` or"
+      f"Cannot mutate {what} from a different trace level: it was created in a"
+      " different JAX trace than the current one (for example outside a `jax.jit`, `jax.grad` or"
       " `jax.lax.scan` that is now tracing). Fix: use the lifted transforms"
       " (`nnx.jit`, `nnx.grad`, `nnx.scan`, ...) which propagate updates, or"
       " `nnx.split` the module before the transform and `nnx.merge` it inside."

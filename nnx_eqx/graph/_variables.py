@@ -18,6 +18,7 @@ import numpy as np
 
 from . import _version
 from ._tracing import check_trace, current_trace
+from ._variable_metadata import MetadataMethods
 
 A = TypeVar("A")
 
@@ -86,7 +87,7 @@ def _unwrap(x):
   return x._value if isinstance(x, Variable) else x
 
 
-class Variable(Generic[A]):
+class Variable(MetadataMethods, Generic[A]):
   """A mutable box holding a JAX value plus metadata; its type is its collection.
 
   A Variable stored as a Module attribute is a graph *leaf*: ``split`` emits its

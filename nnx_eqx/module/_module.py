@@ -31,7 +31,7 @@ dicts of nodes become. ``_containers`` subclasses Module, so it registers them h
 
 SEED_HOOKS: dict[str, Callable[..., Any]] = {}
 """``"pure"``: the seed-era ``nnx.Pure`` that ``partition`` returns. It lives in
-``nnx_eqx.compat``, which builds on this layer and registers it here."""
+``nnx_eqx.legacy``, which builds on this layer and registers it here."""
 
 
 def _is_array(x) -> bool:

@@ -15,9 +15,12 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from ..graph._errors import NnxError
+from ..graph._errors import NnxError, UnknownStreamError
+from ..graph._filters import to_predicate
+from ..graph._tracing import check_trace
 from ..graph._variables import Variable
 from ._module import Module
+from ._rng_random import RandomMethods
 
 
 class RngState(Variable):
@@ -49,7 +52,7 @@ def _as_key(seed: Any) -> jax.Array:
   )
 
 
-class RngStream(Module):
+class RngStream(RandomMethods, Module):
   """One named stream: a base key plus a counter.
 
   Example:
@@ -61,14 +64,29 @@ class RngStream(Module):
   """
 
   def __init__(self, key: Any, *, tag: str):
-    self.key = RngKey(_as_key(key), tag=tag)
-    self.count = RngCount(jnp.zeros((), jnp.uint32), tag=tag)
+    key = _as_key(key)
+    self.key = RngKey(key, tag=tag)
+    self.count = RngCount(jnp.zeros(key.shape, jnp.uint32), tag=tag)
     self.tag = tag
 
   def __call__(self) -> jax.Array:
+    check_trace(self.count._trace, "RngCount")
     key = jax.random.fold_in(self.key.value, self.count.value)
     self.count.value = self.count.value + 1
     return key
+
+  def _next_key(self) -> jax.Array:
+    return self()
+
+  def split(self, k: int | tuple[int, ...]) -> RngStream:
+    """A new stream whose key is this stream's next key split into shape ``k``."""
+    return RngStream(jax.random.split(self(), k), tag=self.tag)
+
+  def broadcast(self, k: int | tuple[int, ...]) -> RngStream:
+    """A new stream whose key is this stream's next key repeated to shape ``k``."""
+    key = self()
+    shape = (k,) if isinstance(k, int) else tuple(k)
+    return RngStream(jnp.broadcast_to(key, shape + key.shape), tag=self.tag)
 
   def fork(self, split: int | tuple[int, ...] | None = None) -> RngStream:
     """A new stream from this one's next key, split into ``split`` keys if given
@@ -83,7 +101,7 @@ class RngStream(Module):
     return new
 
 
-class Rngs(Module):
+class Rngs(RandomMethods, Module):
   """A set of named PRNG streams (as flax.nnx.Rngs).
 
   Args:
@@ -91,7 +109,7 @@ class Rngs(Module):
     **streams: seeds of named streams, e.g. ``params=0, dropout=1``.
 
   Raises:
-    NnxError: when a stream is requested that does not exist and there is no
+    UnknownStreamError: when a stream is requested that does not exist and there is no
       ``default`` stream (the message lists the streams).
 
   Example:
@@ -117,8 +135,8 @@ class Rngs(Module):
     d = self.__dict__
     if "default" in d:
       return d["default"]
-    raise NnxError(
-      f"Rngs has no stream {name!r} and no 'default' stream; streams:"
+    raise UnknownStreamError(
+      f"No RngStream named {name!r} in Rngs and no 'default' stream; streams:"
       f" {self._streams()}. Fix: create it, e.g. nnx.Rngs({name}=0), or give a"
       " default seed: nnx.Rngs(0)."
     )
@@ -129,6 +147,45 @@ class Rngs(Module):
 
   def __call__(self) -> jax.Array:
     return self.default()
+
+  def _next_key(self) -> jax.Array:
+    return self.default()
+
+  def items(self):
+    """``(name, stream)`` pairs."""
+    return [(k, self.__dict__[k]) for k in self._streams()]
+
+  def __iter__(self):
+    return iter(self._streams())
+
+  def __len__(self) -> int:
+    return len(self._streams())
+
+  def _map_streams(self, rule, method: str) -> Rngs:
+    if rule is None or isinstance(rule, int | tuple):
+      rule = {...: rule}
+    preds = [(to_predicate(f), v) for f, v in rule.items()]
+    new = Rngs.__new__(Rngs)
+    for name, stream in self.items():
+      out = stream
+      for pred, v in preds:
+        if pred((name, "key"), stream.key):
+          out = stream if v is None else getattr(stream, method)(v)
+          break
+      setattr(new, name, out)
+    return new
+
+  def split(self, k) -> Rngs:
+    """New Rngs whose selected streams hold keys split to shape ``k``.
+
+    ``k`` is an int or shape for every stream, or a ``{filter: shape or None}``
+    mapping (first matching filter wins; None keeps the stream as is).
+    """
+    return self._map_streams(k, "split")
+
+  def broadcast(self, k) -> Rngs:
+    """Like :meth:`split`, but each selected stream's next key is repeated."""
+    return self._map_streams(k, "broadcast")
 
   def __contains__(self, name: str) -> bool:
     return isinstance(self.__dict__.get(name), RngStream)

@@ -21,9 +21,13 @@ from ._dot_product import dot_product_attention_weights as dot_product_attention
 from ._dot_product import make_attention_mask as make_attention_mask
 from ._dot_product import make_causal_mask as make_causal_mask
 from ._embed import Embed as Embed
+from ._instance_norm import InstanceNorm as InstanceNorm
 from ._linear import Einsum as Einsum
 from ._linear import Linear as Linear
 from ._linear import LinearGeneral as LinearGeneral
+from ._lora import LoRA as LoRA
+from ._lora import LoRALinear as LoRALinear
+from ._lora import LoRAParam as LoRAParam
 from ._norm_stats import compute_stats as compute_stats
 from ._normalization import BatchNorm as BatchNorm
 from ._normalization import GroupNorm as GroupNorm

@@ -20,6 +20,7 @@ import optax
 from ..graph import _graph
 from ..graph._errors import GraphStructureError, StateMismatchError
 from ..graph._filters import Filter
+from ..graph._graph_state import GraphState
 from ..graph._state import State
 from ..graph._variables import Param, Variable
 from ..module._module import Module
@@ -105,6 +106,8 @@ def _to_opt_state(state: Any, params: Mapping[tuple, Variable]) -> Any:
 
 
 def _flat_grads(grads: Any) -> dict:
+  if isinstance(grads, GraphState):
+    grads = grads._state
   if isinstance(grads, State):
     return grads.flat_state()
   if isinstance(grads, Mapping):

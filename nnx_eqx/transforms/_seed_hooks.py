@@ -2,7 +2,7 @@
 
 ``nnx.scan(Block, ...)`` and ``nnx.remat(Block)`` on a Module *class* build the
 seed-era ``nnx.Scan`` and ``nnx.Remat`` wrappers. Those live in
-``nnx_eqx.compat``, which builds on this package, so compat registers them here
+``nnx_eqx.legacy``, which builds on this package, so legacy registers them here
 (keys ``"scan"`` and ``"remat"``) when it is imported.
 """
 

@@ -97,7 +97,7 @@ def remat_apply(options: RematOptions, f: Callable, module: Module, args: tuple,
   Example:
     >>> import jax.numpy as jnp, nnx_eqx as nnx
     >>> m = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
-    >>> nnx.compat.remat_apply(nnx.RematOptions(), lambda m, x: m(x), m, (jnp.ones(2),)).shape
+    >>> nnx.legacy.remat_apply(nnx.RematOptions(), lambda m, x: m(x), m, (jnp.ones(2),)).shape
     (2,)
   """
   return _remat_for(options, f)(module, rngs, *args)

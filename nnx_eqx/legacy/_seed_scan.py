@@ -85,7 +85,7 @@ def scan_init(options: ScanOptions, module_constructor: Callable, args: tuple, k
   Example:
     >>> import nnx_eqx as nnx
     >>> opts = nnx.ScanOptions.make(variable_axes={nnx.Param: 0}, split_rngs="params", length=4)
-    >>> stack = nnx.compat.scan_init(opts, nnx.Linear, (2, 3), {"rngs": nnx.Rngs(params=0)})
+    >>> stack = nnx.legacy.scan_init(opts, nnx.Linear, (2, 3), {"rngs": nnx.Rngs(params=0)})
     >>> stack.kernel.value.shape
     (4, 2, 3)
   """
@@ -186,9 +186,9 @@ def scan_apply(
   Example:
     >>> import jax.numpy as jnp, nnx_eqx as nnx
     >>> opts = nnx.ScanOptions.make(variable_axes={nnx.Param: 0}, split_rngs="params", length=2)
-    >>> stack = nnx.compat.scan_init(opts, nnx.Linear, (3, 3), {"rngs": nnx.Rngs(params=0)})
+    >>> stack = nnx.legacy.scan_init(opts, nnx.Linear, (3, 3), {"rngs": nnx.Rngs(params=0)})
     >>> body = lambda m, c, x: (m(c), None)
-    >>> nnx.compat.scan_apply(opts, body, stack, jnp.ones((1, 3)), None, (), {})[0].shape
+    >>> nnx.legacy.scan_apply(opts, body, stack, jnp.ones((1, 3)), None, (), {})[0].shape
     (1, 3)
   """
   kwargs = dict(broadcast_kwargs)

@@ -1,0 +1,28 @@
+"""``nnx.compat``: the graph API and transforms with graph-mode defaults.
+
+flax.nnx 0.12 keeps its graph-mode implementations here (``graph=True``,
+``graph_updates=True`` by default). nnx_eqx is always in graph mode, so these
+are the same functions as the top-level ones.
+"""
+
+from .transforms._graph_keywords import clone as clone
+from .transforms._graph_keywords import cond as cond
+from .transforms._graph_keywords import eval_shape as eval_shape
+from .transforms._graph_keywords import fori_loop as fori_loop
+from .transforms._graph_keywords import grad as grad
+from .transforms._graph_keywords import graphdef as graphdef
+from .transforms._graph_keywords import iter_graph as iter_graph
+from .transforms._graph_keywords import iter_modules as iter_modules
+from .transforms._graph_keywords import jit as jit
+from .transforms._graph_keywords import remat as remat
+from .transforms._graph_keywords import scan as scan
+from .transforms._graph_keywords import split as split
+from .transforms._graph_keywords import state as state
+from .transforms._graph_keywords import switch as switch
+from .transforms._graph_keywords import value_and_grad as value_and_grad
+from .transforms._graph_keywords import vmap as vmap
+from .transforms._graph_keywords import while_loop as while_loop
+from .transforms._rng_tools import fork_rngs as fork_rngs
+from .transforms._rng_tools import recursive_map as recursive_map
+from .transforms._rng_tools import reseed as reseed
+from .transforms._rng_tools import split_rngs as split_rngs

@@ -1,0 +1,64 @@
+"""``DiffState``: per-argument ``wrt`` filters for ``nnx.grad``'s ``argnums``."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from ._filters import Filter
+from ._variables import Param
+
+
+class DiffState(NamedTuple):
+  """Differentiate positional argument ``argnum`` with respect to ``filter``.
+
+  Pass it (or a tuple of them, mixed with ints) as ``argnums`` of
+  ``nnx.grad``/``nnx.value_and_grad``.
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> m = nnx.Linear(2, 1, rngs=nnx.Rngs(0))
+    >>> g = nnx.grad(lambda m: m(jnp.ones((1, 2))).sum(), argnums=nnx.DiffState(0, nnx.Param))(m)
+    >>> sorted(g)
+    ['bias', 'kernel']
+  """
+
+  argnum: int
+  filter: Filter
+
+
+def resolve_argnums(argnums: Any, wrt: Filter) -> tuple[Any, Filter]:
+  """Turns ``argnums`` holding DiffStates into plain ``argnums`` plus one ``wrt``.
+
+  Raises:
+    NotImplementedError: if DiffStates give different filters (one ``wrt``
+      serves every argument).
+  """
+  single = isinstance(argnums, DiffState) or not isinstance(argnums, tuple | list)
+  items = (argnums,) if single else argnums
+  if not any(isinstance(a, DiffState) for a in items):
+    return argnums, wrt
+  filters: list = []
+  for a in items:
+    if isinstance(a, DiffState) and a.filter not in filters:
+      filters.append(a.filter)
+  if len(filters) > 1:
+    raise NotImplementedError(
+      f"argnums with DiffStates of different filters {sorted(map(repr, filters))} are not"
+      " supported. Fix: use one filter (e.g. a tuple of types) for every argument."
+    )
+  nums = tuple(a.argnum if isinstance(a, DiffState) else a for a in items)
+  (flt,) = filters
+  return (nums[0] if single else nums), flt
+
+
+def accepts_diff_state(transform: Callable) -> Callable:
+  """Wraps ``grad``/``value_and_grad`` so ``argnums`` may hold DiffStates."""
+
+  @functools.wraps(transform)
+  def wrapper(f=None, *, argnums=0, wrt: Filter = Param, **kwargs):
+    argnums, wrt = resolve_argnums(argnums, wrt)
+    return transform(f, argnums=argnums, wrt=wrt, **kwargs)
+
+  return wrapper

@@ -1,0 +1,130 @@
+"""Process-wide defaults for the ``graph=`` and ``graph_updates=`` keywords.
+
+flax.nnx 0.12 lets every graph function and lifted transform run in *graph
+mode* (shared references allowed, today's behaviour) or *tree mode* (plain
+pytree semantics), and lets lifted transforms skip propagating structural
+updates (``graph_updates=False``). nnx_eqx always keeps sharing, so both modes
+give the same results for graphs without shared references; the keywords are
+accepted everywhere flax accepts them and their defaults live here.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_VALUES: dict[str, bool] = {"graph": True, "graph_updates": True}
+
+
+class _Setting:
+  """Sets a default now; as a context manager or decorator, restores it after."""
+
+  _name = ""
+
+  def __init__(self, value: bool, /):
+    if not isinstance(value, bool):
+      raise TypeError(f"{type(self).__name__} expects a bool, got {value!r}.")
+    self._previous = _VALUES[self._name]
+    self._value = value
+    _VALUES[self._name] = value
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc) -> None:
+    _VALUES[self._name] = self._previous
+
+  def __call__(self, fn: F) -> F:
+    _VALUES[self._name] = self._previous
+    name, value = self._name, self._value
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+      previous = _VALUES[name]
+      _VALUES[name] = value
+      try:
+        return fn(*args, **kwargs)
+      finally:
+        _VALUES[name] = previous
+
+    return wrapper  # type: ignore[return-value]
+
+  @classmethod
+  def current_value(cls) -> bool:
+    """The default in force now."""
+    return _VALUES[cls._name]
+
+
+class set_graph_mode(_Setting):
+  """Sets the default of ``graph=`` (True: graph mode, False: tree mode).
+
+  Call it to change the default, use it as a context manager to change it for
+  a block, or as a decorator to change it while a function runs.
+
+  Raises:
+    TypeError: if ``value`` is not a bool.
+
+  Example:
+    >>> import nnx_eqx as nnx
+    >>> with nnx.set_graph_mode(False):
+    ...   nnx.set_graph_mode.current_value()
+    False
+    >>> nnx.set_graph_mode.current_value()
+    True
+  """
+
+  _name = "graph"
+
+
+class set_graph_updates(_Setting):
+  """Sets the default of ``graph_updates=`` for lifted transforms.
+
+  Raises:
+    TypeError: if ``value`` is not a bool.
+
+  Example:
+    >>> import nnx_eqx as nnx
+    >>> @nnx.set_graph_updates(False)
+    ... def f():
+    ...   return nnx.set_graph_updates.current_value()
+    >>> f(), nnx.set_graph_updates.current_value()
+    (False, True)
+  """
+
+  _name = "graph_updates"
+
+
+def get_graph_mode() -> bool:
+  """The current default of ``graph=``.
+
+  Example:
+    >>> import nnx_eqx as nnx
+    >>> nnx.get_graph_mode()
+    True
+  """
+  return _VALUES["graph"]
+
+
+def resolve(graph: bool | None, graph_updates: bool | None = None) -> tuple[bool, bool]:
+  """Fills unset ``graph``/``graph_updates`` keywords from the defaults."""
+  return (
+    _VALUES["graph"] if graph is None else graph,
+    _VALUES["graph_updates"] if graph_updates is None else graph_updates,
+  )
+
+
+def accepts_graph_keywords(fn: F) -> F:
+  """Wraps a function so it accepts (and ignores) ``graph=``/``graph_updates=``.
+
+  nnx_eqx keeps sharing in every mode, so the keywords do not change the result
+  for graphs without shared references.
+  """
+
+  @functools.wraps(fn)
+  def wrapper(*args, graph: bool | None = None, graph_updates: bool | None = None, **kwargs):
+    return fn(*args, **kwargs)
+
+  return wrapper  # type: ignore[return-value]

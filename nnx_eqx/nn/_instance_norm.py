@@ -1,0 +1,108 @@
+"""``InstanceNorm``: normalise each example over every axis but the batch and feature axes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from ..module._module import Module
+from ..module._rngs import Rngs
+from . import initializers
+from ._common import Dtype, Initializer, LayerConfigError, promote_dtype
+from ._norm_stats import _axes, _check_num_features, _normalize, _scale_bias, compute_stats
+
+
+class InstanceNorm(Module):
+  """Instance normalisation (as flax.nnx.InstanceNorm).
+
+  For input ``x`` of shape ``(batch, ..., features)`` the mean and variance
+  are taken per example and per feature over the remaining axes; ``scale``
+  and ``bias`` have shape ``(num_features,)``.
+
+  Args:
+    num_features: size of the feature axis.
+    epsilon: added to the variance (default 1e-6).
+    dtype: computation/output dtype (None: promoted).
+    param_dtype: dtype of ``scale``/``bias``.
+    use_bias, use_scale: learn a bias / scale.
+    bias_init, scale_init: their initializers (zeros / ones).
+    feature_axes: the feature axis (one axis; default -1).
+    axis_name, axis_index_groups: average statistics over a named (pmap/vmap) axis.
+    use_fast_variance: ``E[x^2] - E[x]^2`` instead of ``E[(x - E[x])^2]``.
+    rngs: the ``params`` stream (only used by random initializers).
+
+  Raises:
+    LayerConfigError: if ``feature_axes`` names more than one axis or the batch axis.
+    InputShapeError: if the feature axis of ``x`` is not ``num_features`` long.
+
+  Example:
+    >>> import jax, nnx_eqx as nnx
+    >>> layer = nnx.InstanceNorm(3, rngs=nnx.Rngs(0))
+    >>> y = layer(jax.random.normal(jax.random.key(0), (2, 5, 3)))
+    >>> y.shape, bool(abs(y.mean(axis=1)).max() < 1e-5)
+    ((2, 5, 3), True)
+  """
+
+  def __init__(
+    self,
+    num_features: int,
+    *,
+    epsilon: float = 1e-6,
+    dtype: Dtype | None = None,
+    param_dtype: Dtype = jnp.float32,
+    use_bias: bool = True,
+    use_scale: bool = True,
+    bias_init: Initializer = initializers.zeros,
+    scale_init: Initializer = initializers.ones,
+    feature_axes: int | tuple[int, ...] = -1,
+    axis_name: str | None = None,
+    axis_index_groups: Any = None,
+    use_fast_variance: bool = True,
+    rngs: Rngs | None = None,
+  ):
+    axes = (feature_axes,) if isinstance(feature_axes, int) else tuple(feature_axes)
+    if len(axes) != 1:
+      raise LayerConfigError(
+        f"InstanceNorm: feature_axes={feature_axes!r} must name exactly one axis."
+      )
+    self.scale, self.bias = _scale_bias(
+      num_features, use_scale, use_bias, scale_init, bias_init, param_dtype, rngs
+    )
+    self.num_features = num_features
+    self.epsilon = epsilon
+    self.dtype = dtype
+    self.param_dtype = param_dtype
+    self.use_bias = use_bias
+    self.use_scale = use_scale
+    self.feature_axes = feature_axes
+    self.axis_name = axis_name
+    self.axis_index_groups = axis_index_groups
+    self.use_fast_variance = use_fast_variance
+
+  def __call__(
+    self, x: Float[Array, "*shape"], *, mask: Array | None = None
+  ) -> Float[Array, "*shape"]:
+    with jax.named_scope(type(self).__name__):
+      _check_num_features(type(self).__name__, x, self.feature_axes, self.num_features)
+      feature_axes = _axes(x.ndim, self.feature_axes)
+      if 0 in feature_axes:
+        raise LayerConfigError("InstanceNorm: the feature axis cannot be the batch axis 0.")
+      reduction_axes = tuple(a for a in range(1, x.ndim) if a not in feature_axes)
+      scale = self.scale.value if self.scale is not None else None
+      bias = self.bias.value if self.bias is not None else None
+      x, scale, bias = promote_dtype((x, scale, bias), dtype=self.dtype)
+      mean, var = compute_stats(
+        x,
+        reduction_axes,
+        self.dtype,
+        self.axis_name,
+        self.axis_index_groups,
+        use_fast_variance=self.use_fast_variance,
+        mask=mask,
+      )
+      return _normalize(
+        x, mean, var, scale, bias, reduction_axes, feature_axes, self.dtype, self.epsilon
+      )
