@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+from jaxtyping import Array
 
-from ..module._module import Module
 from ..module._rngs import Rngs
 from . import initializers
-from ._common import Dtype, Initializer, LayerConfigError, promote_dtype
-from ._norm_stats import _axes, _check_num_features, _normalize, _scale_bias, compute_stats
+from ._common import Dtype, Initializer, LayerConfigError
+from ._norm_stats import _axes
+from ._normalization import LayerNorm
 
 
-class InstanceNorm(Module):
+class InstanceNorm(LayerNorm):
   """Instance normalisation (as flax.nnx.InstanceNorm).
 
   For input ``x`` of shape ``(batch, ..., features)`` the mean and variance
@@ -68,41 +67,24 @@ class InstanceNorm(Module):
       raise LayerConfigError(
         f"InstanceNorm: feature_axes={feature_axes!r} must name exactly one axis."
       )
-    self.scale, self.bias = _scale_bias(
-      num_features, use_scale, use_bias, scale_init, bias_init, param_dtype, rngs
+    super().__init__(
+      num_features,
+      epsilon=epsilon,
+      dtype=dtype,
+      param_dtype=param_dtype,
+      use_bias=use_bias,
+      use_scale=use_scale,
+      bias_init=bias_init,
+      scale_init=scale_init,
+      feature_axes=feature_axes,
+      axis_name=axis_name,
+      axis_index_groups=axis_index_groups,
+      use_fast_variance=use_fast_variance,
+      rngs=rngs,
     )
-    self.num_features = num_features
-    self.epsilon = epsilon
-    self.dtype = dtype
-    self.param_dtype = param_dtype
-    self.use_bias = use_bias
-    self.use_scale = use_scale
-    self.feature_axes = feature_axes
-    self.axis_name = axis_name
-    self.axis_index_groups = axis_index_groups
-    self.use_fast_variance = use_fast_variance
 
-  def __call__(
-    self, x: Float[Array, "*shape"], *, mask: Array | None = None
-  ) -> Float[Array, "*shape"]:
-    with jax.named_scope(type(self).__name__):
-      _check_num_features(type(self).__name__, x, self.feature_axes, self.num_features)
-      feature_axes = _axes(x.ndim, self.feature_axes)
-      if 0 in feature_axes:
-        raise LayerConfigError("InstanceNorm: the feature axis cannot be the batch axis 0.")
-      reduction_axes = tuple(a for a in range(1, x.ndim) if a not in feature_axes)
-      scale = self.scale.value if self.scale is not None else None
-      bias = self.bias.value if self.bias is not None else None
-      x, scale, bias = promote_dtype((x, scale, bias), dtype=self.dtype)
-      mean, var = compute_stats(
-        x,
-        reduction_axes,
-        self.dtype,
-        self.axis_name,
-        self.axis_index_groups,
-        use_fast_variance=self.use_fast_variance,
-        mask=mask,
-      )
-      return _normalize(
-        x, mean, var, scale, bias, reduction_axes, feature_axes, self.dtype, self.epsilon
-      )
+  def _axes_of(self, x: Array) -> tuple[Any, Any]:
+    feature_axes = _axes(x.ndim, self.feature_axes)
+    if 0 in feature_axes:
+      raise LayerConfigError("InstanceNorm: the feature axis cannot be the batch axis 0.")
+    return tuple(a for a in range(1, x.ndim) if a not in feature_axes), feature_axes

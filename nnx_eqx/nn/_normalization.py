@@ -209,17 +209,22 @@ class LayerNorm(Module):
       scale = self.scale.value if self.scale is not None else None
       bias = self.bias.value if self.bias is not None else None
       x, scale, bias = promote_dtype((x, scale, bias), dtype=self.dtype)
+      reduction_axes, feature_axes = self._axes_of(x)
       mean, var = compute_stats(
         x,
-        self.reduction_axes,
+        reduction_axes,
         self.dtype,
         self.axis_name,
         self.axis_index_groups,
         use_fast_variance=self.use_fast_variance,
         mask=mask,
       )
-      axes = (self.reduction_axes, self.feature_axes)
+      axes = (reduction_axes, feature_axes)
       return _normalize(x, mean, var, scale, bias, *axes, self.dtype, self.epsilon)
+
+  def _axes_of(self, x: Array) -> tuple[Any, Any]:
+    """``(reduction_axes, feature_axes)`` for an input ``x``."""
+    return self.reduction_axes, self.feature_axes
 
 
 class RMSNorm(Module):
