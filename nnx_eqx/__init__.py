@@ -4,6 +4,7 @@
 """
 
 from . import filters as filters
+from . import graphlib as graphlib
 from .module import Dict as Dict
 from .module import List as List
 from .module import Map as Map
@@ -11,6 +12,7 @@ from .module import Sequence as Sequence
 from .module import Sequential as Sequential
 from .graph import FilterError as FilterError
 from .graph import GraphStructureError as GraphStructureError
+from .graph import SharedReferenceError as SharedReferenceError
 from .graph import ImmutableError as ImmutableError
 from .graph import NnxError as NnxError
 from .graph import ShapeDtypeError as ShapeDtypeError

@@ -11,6 +11,7 @@ from ._errors import GraphStructureError as GraphStructureError
 from ._errors import ImmutableError as ImmutableError
 from ._errors import NnxError as NnxError
 from ._errors import ShapeDtypeError as ShapeDtypeError
+from ._errors import SharedReferenceError as SharedReferenceError
 from ._errors import StateMismatchError as StateMismatchError
 from ._errors import TraceContextError as TraceContextError
 from ._errors import UnknownAttributeError as UnknownAttributeError

@@ -39,6 +39,15 @@ class GraphStructureError(NnxError, ValueError):
   cannot be walked (e.g. an unsupported object in a node position)."""
 
 
+class SharedReferenceError(GraphStructureError):
+  """A graph passed in tree mode (``graph=False`` or ``nnx.set_graph_mode(False)``)
+  holds the same Variable or Module twice, or a reference cycle: plain pytrees
+  cannot express either. The message names both paths.
+
+  Fix: use graph mode (``graph=True``), or give each path its own object.
+  """
+
+
 class StateMismatchError(GraphStructureError, KeyError):
   """``merge``/``update`` received a State whose paths do not match the graph."""
 

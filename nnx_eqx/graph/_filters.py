@@ -117,16 +117,27 @@ class WithTag(_BaseFilter):
 class PathContains(_BaseFilter):
   """Matches leaves whose path contains ``key``.
 
+  Args:
+    key: a path part (attribute name or sequence index).
+    exact: True (default) matches a path part equal to ``key``; False matches
+      any path part whose string form contains ``str(key)`` as a substring.
+
   Example:
     >>> import jax.numpy as jnp, nnx_eqx as nnx
     >>> nnx.PathContains("l1")(("l1", "kernel"), None)
     True
+    >>> nnx.PathContains("back", exact=False)(("backbone2", "bias"), None)
+    True
   """
 
   key: typing.Any
+  exact: bool = True
 
   def __call__(self, path, value):
-    return self.key in path
+    if self.exact:
+      return self.key in path
+    needle = str(self.key)
+    return any(needle in str(part) for part in path)
 
 
 class Any(_BaseFilter):

@@ -22,6 +22,7 @@ from ._filters import Filter
 from ._graphdef import ApplyCaller as ApplyCaller
 from ._graphdef import GraphDef as GraphDef
 from ._graphdef import StaticValue as StaticValue
+from ._node_types import VAR as _VAR_TAG
 from ._node_types import NodeImpl as NodeImpl
 from ._node_types import is_graph_node as is_graph_node
 from ._node_types import is_node as is_node
@@ -30,6 +31,7 @@ from ._node_types import register_graph_node_type as register_graph_node_type
 from ._node_types import register_leaf_type as register_leaf_type
 from ._state import State
 from ._tracing import current_trace
+from ._tree_mode import check_tree_mode
 from ._variables import Variable, new_variable
 from ._walk import _DELETE as _DELETE
 from ._walk import _MODULE_IMPL_HOLDER as _MODULE_IMPL_HOLDER
@@ -68,13 +70,47 @@ def _build_state(w: Walk, idxs, trace) -> State:
   return from_dict(root)
 
 
-def split(node: Any, *filters: Filter) -> tuple:
+def _walk_for(node: Any, graph: bool, fn_name: str) -> Walk:
+  """The walk of ``node`` (a leaf root allowed), checked for tree mode."""
+  w = walk(node, leaf_root=True)
+  if not graph:
+    check_tree_mode(w, fn_name)
+  return w
+
+
+def _is_root_leaf(w: Walk) -> bool:
+  """Whether the root itself is the graph's only leaf (a Variable or a value)."""
+  return len(w.paths) == 1 and not w.paths[0]
+
+
+def _root_leaf_state(w: Walk, idxs, trace) -> Any:
+  """What a State holds for a root leaf: a copy of the root Variable, or the
+  root value itself; an empty State when the filter did not select it."""
+  if not idxs:
+    return State._from_dict({})
+  s = w.slots[0]
+  if isinstance(s, Variable):
+    return new_variable(type(s), s._value, s._metadata.copy(), trace)
+  return s._value
+
+
+def _states_of(w: Walk, buckets, trace) -> list:
+  build = _root_leaf_state if _is_root_leaf(w) else _build_state
+  return [build(w, b, trace) for b in buckets]
+
+
+def split(node: Any, *filters: Filter, graph: bool = True) -> tuple:
   """Splits a graph into its GraphDef and one State per filter.
+
+  A Variable or a plain value (an array, an int) may be split too: its
+  "state" is then the Variable (a copy) or the value itself.
 
   Args:
     node: a Module (or a graph node, or a tuple/list/dict of them).
     *filters: filters that together must match every leaf; a leaf goes to the
       first filter that matches. No filters means one State with everything.
+    graph: False for tree mode: the graph must then be a plain pytree (no
+      object reachable twice, no cycle), and the GraphDef is marked as such.
 
   Returns:
     ``(graphdef, state_1, ..., state_n)``.
@@ -83,6 +119,7 @@ def split(node: Any, *filters: Filter) -> tuple:
     FilterError: if some leaf matches no filter (the message names its path);
       add ``...`` as the last filter to collect the rest.
     UnknownFilterError: if a filter is not a valid filter.
+    SharedReferenceError: in tree mode, if an object is found at two paths.
 
   Example:
     >>> import nnx_eqx as nnx
@@ -91,28 +128,33 @@ def split(node: Any, *filters: Filter) -> tuple:
     >>> sorted(params), len(rest)
     (['bias', 'kernel'], 0)
   """
-  w = walk(node)
+  w = _walk_for(node, graph, "split")
   trace = current_trace()
   if not filters:
     buckets: list = [range(len(w.slots))]
   else:
     buckets = w.partition_indices(filters, exhaustive=True)
+  gd = w.graphdef if graph else w.graphdef.as_tree()
   with bulk(len(w.slots)):
-    return (w.graphdef, *[_build_state(w, b, trace) for b in buckets])
+    return (gd, *_states_of(w, buckets, trace))
 
 
-def graphdef(node: Any) -> GraphDef:
+def graphdef(node: Any, *, graph: bool = True) -> GraphDef:
   """Returns the GraphDef of ``node`` (cached while the graph is unchanged).
+
+  Raises:
+    SharedReferenceError: with ``graph=False``, if an object is found at two paths.
 
   Example:
     >>> import nnx_eqx as nnx
     >>> isinstance(nnx.graphdef(nnx.Linear(1, 1, rngs=nnx.Rngs(0))), nnx.GraphDef)
     True
   """
-  return walk(node).graphdef
+  gd = _walk_for(node, graph, "graphdef").graphdef
+  return gd if graph else gd.as_tree()
 
 
-def state(node: Any, *filters: Filter) -> Any:
+def state(node: Any, *filters: Filter, graph: bool = True) -> Any:
   """Returns the State of ``node``, optionally filtered (non-exhaustive).
 
   Args:
@@ -120,8 +162,11 @@ def state(node: Any, *filters: Filter) -> Any:
     *filters: zero filters gives every leaf; one gives one State; several give
       a tuple of States. Unmatched leaves are dropped.
 
+    graph: False for tree mode (see :func:`split`).
+
   Raises:
     UnknownFilterError: if a filter is not a valid filter.
+    SharedReferenceError: with ``graph=False``, if an object is found at two paths.
 
   Example:
     >>> import jax, nnx_eqx as nnx
@@ -129,12 +174,12 @@ def state(node: Any, *filters: Filter) -> Any:
     >>> len(jax.tree.leaves(nnx.state(model, nnx.Param)))
     2
   """
-  w = walk(node)
+  w = _walk_for(node, graph, "state")
   trace = current_trace()
   if not filters:
-    return _build_state(w, range(len(w.slots)), trace)
+    return _states_of(w, [range(len(w.slots))], trace)[0]
   buckets = w.partition_indices(filters, exhaustive=False)
-  states = tuple(_build_state(w, b, trace) for b in buckets)
+  states = tuple(_states_of(w, buckets, trace))
   return states[0] if len(filters) == 1 else states
 
 
@@ -182,7 +227,18 @@ def _flat_of(states) -> dict:
   return flat
 
 
-def merge(graphdef: GraphDef, *states: State) -> Any:
+def _root_leaf_of(states: tuple) -> Any:
+  """The one state that is not an empty State (split of a root leaf)."""
+  found = [s for s in states if not (isinstance(s, (State, dict)) and not s)]
+  if len(found) != 1:
+    raise StateMismatchError(
+      f"The GraphDef is of a single leaf, but {len(found)} non-empty states were"
+      " given. Fix: pass the states returned by the `nnx.split` of that leaf."
+    )
+  return found[0]
+
+
+def merge(graphdef: GraphDef, *states: State, copy: bool = False) -> Any:
   """Builds a new graph from a GraphDef and States (the inverse of :func:`split`).
 
   Shared Variables and Modules come back shared; the result holds new
@@ -190,12 +246,17 @@ def merge(graphdef: GraphDef, *states: State) -> Any:
 
   Args:
     graphdef: from :func:`split`.
-    *states: States that together hold exactly the graph's leaf paths.
+    *states: States that together hold exactly the graph's leaf paths (for a
+      GraphDef of a split Variable or value: that Variable or value, which is
+      returned as it is).
+    copy: accepted for flax compatibility; the Variables of the result are
+      always new objects, whatever its value.
 
   Returns:
     The rebuilt root node.
 
   Raises:
+    TypeError: if no state is given.
     StateMismatchError: if a path of the GraphDef is missing from the states,
       or the states hold a path the GraphDef lacks (both are named).
 
@@ -211,6 +272,13 @@ def merge(graphdef: GraphDef, *states: State) -> Any:
       f"merge expects a GraphDef first, got {type(graphdef).__name__}. Fix:"
       " call `nnx.merge(graphdef, *states)` with the graphdef from `nnx.split`."
     )
+  if not states:
+    raise TypeError("merge() missing 1 required positional argument: 'state'")
+  if len(graphdef.paths) == 1 and not graphdef.paths[0]:  # a split Variable or value
+    leaf = _root_leaf_of(states)
+    if graphdef.defn[0] != _VAR_TAG or isinstance(leaf, Variable):
+      return leaf
+    return unflatten(graphdef, [leaf])
   leaves = _gather(graphdef, states)
   if leaves is None:  # plain dicts, repeated paths, or a mismatch to report
     flat = _flat_of(states)
@@ -312,7 +380,13 @@ def update(node: Any, *states: State) -> None:
     >>> float(model.kernel.value.sum())
     0.0
   """
-  w = walk(node)
+  w = walk(node, leaf_root=True)
+  if _is_root_leaf(w) and isinstance(w.slots[0], Variable):  # a split Variable
+    new_leaf = _root_leaf_of(states)
+    value = new_leaf._value if isinstance(new_leaf, Variable) else new_leaf
+    _check_compatible((), w.slots[0]._value, value)
+    w.slots[0].__dict__["_value"] = value
+    return
   index = w.path_index()
   added = False
   for path, leaf in _flat_of(states).items():
@@ -349,7 +423,7 @@ def _node_at(w: Walk, path: tuple):
   return None
 
 
-def pop(node: Any, *filters: Filter) -> Any:
+def pop(node: Any, *filters: Filter, graph: bool = True) -> Any:
   """Removes the leaves matching ``filters`` from the graph and returns them.
 
   Args:
@@ -368,7 +442,7 @@ def pop(node: Any, *filters: Filter) -> Any:
   """
   if not filters:
     raise TypeError("pop expects at least one filter, e.g. nnx.pop(model, nnx.Intermediate)")
-  w = walk(node)
+  w = _walk_for(node, graph, "pop")
   buckets = w.partition_indices(filters, exhaustive=False)
   trace = current_trace()
   states = tuple(_build_state(w, b, trace) for b in buckets)
@@ -385,8 +459,11 @@ def pop(node: Any, *filters: Filter) -> Any:
   return states[0] if len(filters) == 1 else states
 
 
-def clone(node: Any) -> Any:
+def clone(node: Any, *, graph: bool = True) -> Any:
   """A deep copy of the graph with the same sharing (``merge(*split(node))``).
+
+  Raises:
+    SharedReferenceError: with ``graph=False``, if an object is found at two paths.
 
   Example:
     >>> import nnx_eqx as nnx
@@ -395,19 +472,23 @@ def clone(node: Any) -> Any:
     >>> b is not a and b.kernel is not a.kernel
     True
   """
-  w = walk(node)
+  w = _walk_for(node, graph, "clone")
   return unflatten(w.graphdef, [s.copy() if isinstance(s, Variable) else s._value for s in w.slots])
 
 
-def iter_graph(node: Any) -> Iterator[tuple[tuple, Any]]:
+def iter_graph(node: Any, *, graph: bool = True) -> Iterator[tuple[tuple, Any]]:
   """Yields ``(path, value)`` for every node and leaf, each once, parents first.
+
+  Raises:
+    SharedReferenceError: with ``graph=False``, if an object is found at two
+      paths (raised on the first ``next``).
 
   Example:
     >>> import nnx_eqx as nnx
     >>> [p for p, _ in nnx.iter_graph(nnx.Linear(1, 1, rngs=nnx.Rngs(0)))]
     [(), ('bias',), ('kernel',)]
   """
-  w = walk(node)
+  w = _walk_for(node, graph, "iter_graph")
   items: list = [(p, n) for p, n in zip(w.node_paths, w.nodes)]
   items += [(p, s._value) for p, s in zip(w.paths, w.slots) if not isinstance(s, Variable)]
   items.sort(key=lambda pn: _path_sort_key(pn[0]))
@@ -418,15 +499,18 @@ def _path_sort_key(path):
   return tuple((type(k).__name__, k) for k in path)
 
 
-def iter_modules(node: Any) -> Iterator[tuple[tuple, Any]]:
+def iter_modules(node: Any, *, graph: bool = True) -> Iterator[tuple[tuple, Any]]:
   """Yields ``(path, module)`` for every graph node (Modules), each once, parents first.
+
+  Raises:
+    SharedReferenceError: with ``graph=False``, if an object is found at two paths.
 
   Example:
     >>> import nnx_eqx as nnx
     >>> [type(m).__name__ for _, m in nnx.iter_modules(nnx.Linear(1, 1, rngs=nnx.Rngs(0)))]
     ['Linear']
   """
-  for p, n in iter_graph(node):
+  for p, n in iter_graph(node, graph=graph):
     if is_graph_node(n):
       yield p, n
 

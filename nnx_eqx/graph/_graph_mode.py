@@ -11,6 +11,7 @@ accepted everywhere flax accepts them and their defaults live here.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -117,11 +118,21 @@ def resolve(graph: bool | None, graph_updates: bool | None = None) -> tuple[bool
 
 
 def accepts_graph_keywords(fn: F) -> F:
-  """Wraps a function so it accepts (and ignores) ``graph=``/``graph_updates=``.
+  """Wraps a function so it accepts ``graph=``/``graph_updates=``.
 
-  nnx_eqx keeps sharing in every mode, so the keywords do not change the result
-  for graphs without shared references.
+  A function with a ``graph`` parameter of its own (the graph API: ``split``,
+  ``state``, ``clone``, ...) receives the resolved mode, so that tree mode can
+  reject shared references; for the others (lifted transforms) the keywords
+  are accepted and ignored: nnx_eqx keeps sharing in every mode, so they do
+  not change the result for graphs without shared references.
   """
+  if "graph" in inspect.signature(fn).parameters:
+
+    @functools.wraps(fn)
+    def graph_wrapper(*args, graph: bool | None = None, graph_updates: bool | None = None, **kw):
+      return fn(*args, graph=_VALUES["graph"] if graph is None else graph, **kw)
+
+    return graph_wrapper  # type: ignore[return-value]
 
   @functools.wraps(fn)
   def wrapper(*args, graph: bool | None = None, graph_updates: bool | None = None, **kwargs):

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import types
 from typing import Any
 
 import jax
 import numpy as np
+
+from ._nodedefs import TreeNodeDef, node_views
 
 ENGINE: dict[str, Any] = {}
 """``merge`` and ``split`` for the seed-era methods below. They are defined in
@@ -80,23 +83,75 @@ class GraphDef:
     True
   """
 
-  __slots__ = ("defn", "paths", "n_nodes", "_hash", "_builder", "_path_tree", "__weakref__")
+  __slots__ = (
+    "defn",
+    "paths",
+    "n_nodes",
+    "tree",
+    "_hash",
+    "_builder",
+    "_path_tree",
+    "_tree_variant",
+    "__weakref__",
+  )
 
-  def __init__(self, defn: tuple, paths: tuple, n_nodes: int):
+  def __init__(self, defn: tuple, paths: tuple, n_nodes: int, tree: bool = False):
     self.defn = defn
     self.paths = paths
     self.n_nodes = n_nodes
-    self._hash = hash(defn)
+    self.tree = tree
+    self._hash = hash(defn) if not tree else hash((defn, "tree"))
     self._builder = None  # compiled by _walk.unflatten on first use
     self._path_tree: dict | None = None
+    self._tree_variant: GraphDef | None = None
 
   def __eq__(self, other):
     return self is other or (
-      isinstance(other, GraphDef) and self._hash == other._hash and self.defn == other.defn
+      isinstance(other, GraphDef)
+      and self._hash == other._hash
+      and self.tree == other.tree
+      and self.defn == other.defn
     )
 
   def __hash__(self):
     return self._hash
+
+  def __class_getitem__(cls, item: Any) -> types.GenericAlias:
+    """``GraphDef[T]`` for annotations (T is the root's type)."""
+    return types.GenericAlias(cls, item)
+
+  def as_tree(self) -> GraphDef:
+    """This GraphDef as made in tree mode (``graph=False``); built once.
+
+    Example:
+      >>> import nnx_eqx as nnx
+      >>> g = nnx.graphdef(nnx.Linear(1, 1, rngs=nnx.Rngs(0)))
+      >>> type(g.as_tree().nodes[0]).__name__
+      'TreeNodeDef'
+    """
+    if self.tree:
+      return self
+    if self._tree_variant is None:
+      t = GraphDef(self.defn, self.paths, self.n_nodes, tree=True)
+      t._builder = self._builder
+      self._tree_variant = t
+    return self._tree_variant
+
+  @property
+  def nodes(self) -> list:
+    """Records of the graph's nodes in walk order: ``NodeDef``, ``VariableDef``
+    and ``NodeRef`` (see ``nnx.graphlib``); one ``TreeNodeDef`` in tree mode.
+
+    Example:
+      >>> import nnx_eqx as nnx
+      >>> g = nnx.graphdef(nnx.Linear(1, 1, rngs=nnx.Rngs(0)))
+      >>> [type(n).__name__ for n in g.nodes]
+      ['NodeDef', 'VariableDef', 'VariableDef']
+    """
+    if self.tree:
+      root = self.defn[1] if len(self.defn) > 1 and isinstance(self.defn[1], type) else None
+      return [TreeNodeDef(root or type(None), tuple((p, i) for i, p in enumerate(self.paths)))]
+    return node_views(self.defn, _metadata_from_def)
 
   @property
   def num_leaves(self) -> int:

@@ -133,6 +133,7 @@ class Walk:
     "_parents",
     "refs",
     "value_dicts",
+    "shared",
     "__weakref__",
   )
 
@@ -148,6 +149,7 @@ class Walk:
     self._filter_cache: dict = {}
     self._parents: list | None = None
     self.refs: tuple = ()
+    self.shared: tuple | None = None  # (first path, second path, object) of a repeat
     self.value_dicts: list | None = (
       [s.__dict__ for s in slots] if all(isinstance(s, Variable) for s in slots) else None
     )
@@ -219,10 +221,11 @@ class Walk:
 
 
 class _Walker:
-  __slots__ = ("index", "nodes", "slots", "paths", "owners", "node_paths")
+  __slots__ = ("index", "nodes", "slots", "paths", "owners", "node_paths", "shared")
 
   def __init__(self):
     self.index: dict[int, int] = {}
+    self.shared: tuple | None = None  # (index, path) of the first repeated reference
     self.nodes: list = []
     self.slots: list = []
     self.paths: list = []
@@ -234,6 +237,8 @@ class _Walker:
     if isinstance(value, Variable):
       i = self.index.get(id(value))
       if i is not None:
+        if self.shared is None:
+          self.shared = (i, path)
         return (REF, i)
       i = len(self.nodes)
       self.index[id(value)] = i
@@ -278,6 +283,8 @@ class _Walker:
   def node(self, obj, impl: NodeImpl, path: tuple) -> tuple:
     i = self.index.get(id(obj))
     if i is not None:
+      if self.shared is None:
+        self.shared = (i, path)
       return (REF, i)
     i = len(self.nodes)
     self.index[id(obj)] = i
@@ -386,22 +393,33 @@ def bulk(size: int) -> Any:
   return _BulkOp() if size >= BULK_MIN else _NO_OP
 
 
-def walk_uncached(root: Any) -> Walk:
-  """Walks ``root`` (a node, or a tuple/list/dict of nodes) without caching."""
+def walk_uncached(root: Any, leaf_root: bool = False) -> Walk:
+  """Walks ``root`` (a node, or a tuple/list/dict of nodes) without caching.
+
+  A root that is neither (an array, an int, ...) raises, unless ``leaf_root``:
+  then the walk has one leaf, the root itself, at the empty path.
+  """
   w = _Walker()
   holder = _RootSlot(root)
   with _BulkOp():
     defn = w.value(root, (), None, None, lambda: holder)
   if defn[0] in (STATIC, LEAF):
-    raise GraphStructureError(
-      f"Expected a Module, Variable or container of them, got {type(root).__name__}."
-      " Fix: pass an nnx.Module (or a registered graph node type)."
-    )
+    if not leaf_root:
+      raise GraphStructureError(
+        f"Expected a Module, Variable or container of them, got {type(root).__name__}."
+        " Fix: pass an nnx.Module (or a registered graph node type)."
+      )
+    gd = GraphDef(_LEAF_DEF, ((),), 0)
+    return Walk(gd, [holder], [()], [], [(None, None)], [], _version.current())
   gd = GraphDef(defn, tuple(w.paths), len(w.nodes))
-  return Walk(gd, w.slots, w.paths, w.nodes, w.owners, w.node_paths, _version.current())
+  out = Walk(gd, w.slots, w.paths, w.nodes, w.owners, w.node_paths, _version.current())
+  if w.shared is not None:
+    i, path = w.shared
+    out.shared = (w.node_paths[i], path, w.nodes[i])
+  return out
 
 
-def walk(root: Any) -> Walk:
+def walk(root: Any, leaf_root: bool = False) -> Walk:
   """Walks ``root``, reusing the cached walk while the graph is unchanged.
 
   A single node caches its walk on itself; a tuple of nodes (the arguments of
@@ -412,7 +430,7 @@ def walk(root: Any) -> Walk:
   if type(root) is tuple and root:
     d = getattr(root[0], "__dict__", None)
     if d is None:
-      return walk_uncached(root)
+      return walk_uncached(root, leaf_root)
     cache = d.get("_nnx_multi")
     key = tuple(map(id, root))
     if cache is not None:
@@ -437,7 +455,7 @@ def walk(root: Any) -> Walk:
     w = walk_uncached(root)
     d["_nnx_walk"] = w
     return w
-  return walk_uncached(root)
+  return walk_uncached(root, leaf_root)
 
 
 # --------------------------------------------------------------------------

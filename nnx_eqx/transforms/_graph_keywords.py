@@ -31,10 +31,10 @@ from ._scan import scan as _scan
 from ._vmap import vmap as _vmap
 
 
-def _clone(node: Any) -> Any:
+def _clone(node: Any, *, graph: bool = True) -> Any:
   """``clone`` that also copies plain pytrees of Variables (e.g. States)."""
   if _graph.is_node(node) or isinstance(node, list | dict):
-    return _graph.clone(node)
+    return _graph.clone(node, graph=graph)
   return jax.tree.map(
     lambda x: x.copy() if isinstance(x, Variable) else x,
     node,
@@ -45,8 +45,8 @@ def _clone(node: Any) -> Any:
 split = _kw(_graph.split)
 
 
-def _merge(*args: Any) -> Any:
-  return _graph.merge(*unbundle(args))
+def _merge(*args: Any, copy: bool = False) -> Any:
+  return _graph.merge(*unbundle(args), copy=copy)
 
 
 def _update(node: Any, *states: Any) -> None:

@@ -18,8 +18,9 @@ import jax.numpy as jnp
 
 from ..graph import _graph_mode
 from ..graph._filters import Filter, to_predicate
-from ..graph._graph import iter_graph, node_impl
+from ..graph._graph import iter_graph, node_impl, walk
 from ..graph._tracing import current_trace
+from ..graph._tree_mode import check_tree_mode
 from ..graph._variables import Variable
 from ..module._rngs import Rngs, RngStream
 from . import _rng_split
@@ -37,10 +38,14 @@ def recursive_map(f: Callable[[tuple, Any], Any], node: Any, *, graph: bool | No
   Args:
     f: ``(path, value) -> new value``.
     node: any graph node or pytree of them.
-    graph: accepted for flax compatibility; sharing is always kept.
+    graph: False (tree mode) rejects an object found at two paths or a
+      cycle; otherwise sharing is kept.
 
   Returns:
     The rebuilt structure.
+
+  Raises:
+    SharedReferenceError: in tree mode, if an object is found at two paths.
 
   Example:
     >>> import jax.numpy as jnp, nnx_eqx as nnx
@@ -51,6 +56,8 @@ def recursive_map(f: Callable[[tuple, Any], Any], node: Any, *, graph: bool | No
     >>> float(z.kernel.value.sum()), z is m
     (0.0, False)
   """
+  if not _graph_mode.resolve(graph)[0]:
+    check_tree_mode(walk(node, leaf_root=True), "recursive_map")
   memo: dict[int, Any] = {}
   trace = current_trace()
 

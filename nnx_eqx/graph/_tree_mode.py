@@ -1,0 +1,43 @@
+"""Tree mode (``graph=False``): graphs must be plain pytrees.
+
+In tree mode a graph is treated like a JAX pytree, so each Variable and
+Module may appear at one path only and there are no cycles. The walk records
+the first repeated reference it meets; :func:`check_tree_mode` turns it into
+an error naming both paths.
+"""
+
+from __future__ import annotations
+
+from ._errors import SharedReferenceError
+from ._variables import Variable
+from ._walk import Walk
+
+
+def _fmt(path: tuple) -> str:
+  return "/".join(map(str, path)) or "<root>"
+
+
+def check_tree_mode(w: Walk, fn_name: str) -> None:
+  """Raises if the walked graph shares an object or has a cycle.
+
+  Args:
+    w: the walk of the graph.
+    fn_name: the API function, for the message (e.g. ``"split"``).
+
+  Raises:
+    SharedReferenceError: (a ``ValueError``) naming the path of the first
+      occurrence and of the repeated one.
+  """
+  if w.shared is None:
+    return
+  first, second, obj = w.shared
+  kind = "Variable" if isinstance(obj, Variable) else type(obj).__name__
+  cycle = second[: len(first)] == first
+  what = "a reference cycle" if cycle else "a shared reference"
+  raise SharedReferenceError(
+    f"nnx.{fn_name}(graph=False): the same {kind} object is found at paths"
+    f" {_fmt(first)} and {_fmt(second)} ({what}); tree mode treats the graph as a"
+    " plain pytree, which cannot share objects or hold cycles. Fix: use graph mode"
+    f" (`nnx.{fn_name}(..., graph=True)`, or outside `nnx.set_graph_mode(False)`), or"
+    " give each path its own object."
+  )

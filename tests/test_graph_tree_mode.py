@@ -1,0 +1,131 @@
+"""Tree mode (graph=False) of the graph API, splitting single leaves, GraphDef views."""
+
+import jax.numpy as jnp
+import pytest
+
+import nnx_eqx as nnx
+from nnx_eqx import graphlib
+
+
+def _shared():
+  v = nnx.Param(jnp.array(1))
+  return [v, v]
+
+
+def _cycle():
+  a = nnx.List([1])
+  b = nnx.List([2, a])
+  a.append(b)
+  return a
+
+
+@pytest.mark.parametrize(
+  "call",
+  [
+    lambda g: nnx.split(g, graph=False),
+    lambda g: nnx.state(g, graph=False),
+    lambda g: nnx.graphdef(g, graph=False),
+    lambda g: nnx.clone(g, graph=False),
+    lambda g: list(nnx.iter_graph(g, graph=False)),
+    lambda g: nnx.recursive_map(lambda p, x: x, g, graph=False),
+  ],
+)
+def test_tree_mode_rejects_a_shared_variable_naming_both_paths(call):
+  with pytest.raises(nnx.SharedReferenceError, match=r"found at paths 0 and 1 \(a shared"):
+    call(_shared())
+
+
+def test_tree_mode_rejects_a_cycle():
+  with pytest.raises(ValueError, match=r"List object is found at paths <root> and 1/1 \(a ref"):
+    list(nnx.iter_graph(_cycle(), graph=False))
+
+
+def test_tree_mode_default_comes_from_set_graph_mode():
+  with nnx.set_graph_mode(False):
+    with pytest.raises(nnx.SharedReferenceError, match="use graph mode"):
+      nnx.split(_shared())
+  graphdef, state = nnx.split(_shared())  # graph mode keeps the sharing
+  out = nnx.merge(graphdef, state)
+  assert out[0] is out[1]
+
+
+def test_tree_mode_split_of_a_tree_round_trips():
+  m = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+  graphdef, state = nnx.split(m, graph=False)
+  (node,) = graphdef.nodes
+  assert isinstance(node, graphlib.TreeNodeDef) and node.type is nnx.Linear
+  assert [p for p, _ in node.path_index] == [("bias",), ("kernel",)]
+  m2 = nnx.merge(graphdef, state)
+  assert (m2.kernel.value == m.kernel.value).all() and m2.kernel is not m.kernel
+
+
+@pytest.mark.parametrize("graph", [True, False])
+def test_split_of_a_variable(graph):
+  v = nnx.Param(jnp.array(1))
+  graphdef, batch_stats, params, rest = nnx.split(v, nnx.BatchStat, nnx.Param, ..., graph=graph)
+  expected = graphlib.VariableDef if graph else graphlib.TreeNodeDef
+  assert isinstance(graphdef.nodes[0], expected)
+  assert isinstance(params, nnx.Param) and params is not v
+  assert len(batch_stats) == 0 and len(rest) == 0
+  assert nnx.merge(graphdef, batch_stats, params, rest) is params
+  params.value = jnp.array(5)
+  nnx.update(v, batch_stats, params, rest)
+  assert int(v.value) == 5
+
+
+def test_merge_of_a_variable_graphdef_with_a_raw_value_makes_a_variable():
+  graphdef, _ = nnx.split(nnx.BatchStat(jnp.array(1.0)))
+  out = nnx.merge(graphdef, jnp.array(2.0))
+  assert type(out) is nnx.BatchStat and float(out.value) == 2.0
+
+
+def test_merge_of_a_leaf_graphdef_needs_exactly_one_state():
+  graphdef, _ = nnx.split(jnp.ones(2))
+  with pytest.raises(nnx.StateMismatchError, match="single leaf, but 2 non-empty states"):
+    nnx.merge(graphdef, jnp.ones(2), jnp.ones(2))
+
+
+@pytest.mark.parametrize("leaf", [42, jnp.arange(3)])
+def test_split_of_a_value_returns_it_as_the_state(leaf):
+  graphdef, state = nnx.split(leaf)
+  assert state is leaf
+  assert nnx.merge(graphdef, state) is leaf
+
+
+def test_merge_without_a_state_is_a_type_error():
+  graphdef = nnx.graphdef(nnx.Linear(1, 1, rngs=nnx.Rngs(0)))
+  with pytest.raises(TypeError, match="missing 1 required positional argument: 'state'"):
+    nnx.merge(graphdef)
+
+
+def test_merge_accepts_copy():
+  m = nnx.Linear(1, 1, rngs=nnx.Rngs(0))
+  graphdef, state = nnx.split(m)
+  for copy in (True, False):
+    out = nnx.merge(graphdef, state, copy=copy)
+    assert out.kernel is not state["kernel"] and out.kernel is not m.kernel
+
+
+def test_graphdef_is_subscriptable_and_lists_its_nodes():
+  m = nnx.Module()
+  m.a = nnx.Linear(1, 1, rngs=nnx.Rngs(0))
+  m.b = m.a
+  assert nnx.GraphDef[nnx.Module].__origin__ is nnx.GraphDef
+  nodes = nnx.graphdef(m).nodes
+  assert [type(n).__name__ for n in nodes] == [
+    "NodeDef",
+    "NodeDef",
+    "VariableDef",
+    "VariableDef",
+    "NodeRef",
+  ]
+  assert nodes[0].attributes == ("a", "b") and nodes[4].index == 1
+  assert nnx.graphdef(m) != nnx.graphdef(m).as_tree()
+
+
+def test_path_contains_substring_match():
+  m = nnx.Module()
+  m.backbone1 = nnx.Linear(1, 1, rngs=nnx.Rngs(0))
+  m.head = nnx.Linear(1, 1, rngs=nnx.Rngs(0))
+  assert list(nnx.state(m, nnx.PathContains("backbone", exact=False))) == ["backbone1"]
+  assert list(nnx.state(m, nnx.PathContains("backbone"))) == []
