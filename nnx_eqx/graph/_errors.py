@@ -71,3 +71,7 @@ class UnknownAttributeError(NnxError, AttributeError):
 class UnknownStreamError(NnxError, AttributeError):
   """An Rngs stream was requested that does not exist and there is no
   ``default`` stream to fall back to."""
+
+
+class UpdateContextError(NnxError, RuntimeError):
+  """An ``update_context`` was used out of order (e.g. exited twice)."""

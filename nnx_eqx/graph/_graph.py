@@ -19,6 +19,7 @@ import numpy as np
 from . import _graphdef, _version
 from ._errors import GraphStructureError, ShapeDtypeError, StateMismatchError
 from ._filters import Filter
+from ._flat_state import FlatState
 from ._graphdef import ApplyCaller as ApplyCaller
 from ._graphdef import GraphDef as GraphDef
 from ._graphdef import StaticValue as StaticValue
@@ -94,7 +95,7 @@ def _root_leaf_state(w: Walk, idxs, trace) -> Any:
   return s._value
 
 
-def _states_of(w: Walk, buckets, trace) -> list:
+def states_of(w: Walk, buckets, trace) -> list:
   build = _root_leaf_state if _is_root_leaf(w) else _build_state
   return [build(w, b, trace) for b in buckets]
 
@@ -136,7 +137,7 @@ def split(node: Any, *filters: Filter, graph: bool = True) -> tuple:
     buckets = w.partition_indices(filters, exhaustive=True)
   gd = w.graphdef if graph else w.graphdef.as_tree()
   with bulk(len(w.slots)):
-    return (gd, *_states_of(w, buckets, trace))
+    return (gd, *states_of(w, buckets, trace))
 
 
 def graphdef(node: Any, *, graph: bool = True) -> GraphDef:
@@ -177,9 +178,9 @@ def state(node: Any, *filters: Filter, graph: bool = True) -> Any:
   w = _walk_for(node, graph, "state")
   trace = current_trace()
   if not filters:
-    return _states_of(w, [range(len(w.slots))], trace)[0]
+    return states_of(w, [range(len(w.slots))], trace)[0]
   buckets = w.partition_indices(filters, exhaustive=False)
-  states = tuple(_states_of(w, buckets, trace))
+  states = tuple(states_of(w, buckets, trace))
   return states[0] if len(filters) == 1 else states
 
 
@@ -229,6 +230,8 @@ def _flat_of(states) -> dict:
 
 def _root_leaf_of(states: tuple) -> Any:
   """The one state that is not an empty State (split of a root leaf)."""
+  if len(states) == 1 and isinstance(states[0], FlatState) and len(states[0]) == 1:
+    return states[0].leaves[0]
   found = [s for s in states if not (isinstance(s, (State, dict)) and not s)]
   if len(found) != 1:
     raise StateMismatchError(
@@ -279,6 +282,20 @@ def merge(graphdef: GraphDef, *states: State, copy: bool = False) -> Any:
     if graphdef.defn[0] != _VAR_TAG or isinstance(leaf, Variable):
       return leaf
     return unflatten(graphdef, [leaf])
+  return unflatten(graphdef, leaves_of(graphdef, states))
+
+
+def leaves_of(graphdef: GraphDef, states: tuple) -> list:
+  """The leaves of ``states`` (States, nested dicts, or one FlatState) in the
+  GraphDef's order.
+
+  Raises:
+    StateMismatchError: if the states do not hold exactly the GraphDef's paths.
+  """
+  if len(states) == 1 and isinstance(states[0], FlatState | list):
+    flat_leaves = list(states[0].leaves if isinstance(states[0], FlatState) else states[0])
+    check_leaf_count(graphdef, len(flat_leaves))
+    return flat_leaves
   leaves = _gather(graphdef, states)
   if leaves is None:  # plain dicts, repeated paths, or a mismatch to report
     flat = _flat_of(states)
@@ -291,10 +308,23 @@ def merge(graphdef: GraphDef, *states: State, copy: bool = False) -> Any:
         missing.append(p)
     if missing or flat:
       raise _mismatch_error(missing, list(flat))
-  return unflatten(graphdef, leaves)
+  return leaves
 
 
 _UNSET = object()
+
+
+def check_leaf_count(graphdef: GraphDef, n: int) -> None:
+  """Raises unless ``n`` is the GraphDef's number of leaves.
+
+  Raises:
+    StateMismatchError: naming both counts.
+  """
+  if n != len(graphdef.paths):
+    raise StateMismatchError(
+      f"Incorrect number of leaves: the GraphDef has {len(graphdef.paths)}, the state"
+      f" {n}. Fix: pass the state flattened from a graph of the same structure."
+    )
 
 
 def _gather(graphdef: GraphDef, states: tuple) -> list | None:

@@ -88,6 +88,7 @@ class GraphDef:
     "paths",
     "n_nodes",
     "tree",
+    "outer",
     "_hash",
     "_builder",
     "_path_tree",
@@ -95,12 +96,15 @@ class GraphDef:
     "__weakref__",
   )
 
-  def __init__(self, defn: tuple, paths: tuple, n_nodes: int, tree: bool = False):
+  def __init__(
+    self, defn: tuple, paths: tuple, n_nodes: int, tree: bool = False, outer: tuple | None = None
+  ):
     self.defn = defn
     self.paths = paths
     self.n_nodes = n_nodes
     self.tree = tree
-    self._hash = hash(defn) if not tree else hash((defn, "tree"))
+    self.outer = outer  # per node, its index in an enclosing graph (see nnx.graphlib)
+    self._hash = hash(defn) if not tree and outer is None else hash((defn, tree, outer))
     self._builder = None  # compiled by _walk.unflatten on first use
     self._path_tree: dict | None = None
     self._tree_variant: GraphDef | None = None
@@ -110,6 +114,7 @@ class GraphDef:
       isinstance(other, GraphDef)
       and self._hash == other._hash
       and self.tree == other.tree
+      and self.outer == other.outer
       and self.defn == other.defn
     )
 
@@ -119,6 +124,14 @@ class GraphDef:
   def __class_getitem__(cls, item: Any) -> types.GenericAlias:
     """``GraphDef[T]`` for annotations (T is the root's type)."""
     return types.GenericAlias(cls, item)
+
+  def with_outer(self, outer: tuple | None) -> GraphDef:
+    """A copy of this GraphDef recording, per node, its index in an enclosing
+    graph (None where it has none); ``nnx.graphlib.unflatten`` uses them to
+    update the enclosing graph's objects in place."""
+    g = GraphDef(self.defn, self.paths, self.n_nodes, self.tree, outer)
+    g._builder = self._builder
+    return g
 
   def as_tree(self) -> GraphDef:
     """This GraphDef as made in tree mode (``graph=False``); built once.

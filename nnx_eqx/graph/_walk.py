@@ -393,13 +393,34 @@ def bulk(size: int) -> Any:
   return _BulkOp() if size >= BULK_MIN else _NO_OP
 
 
-def walk_uncached(root: Any, leaf_root: bool = False) -> Walk:
+class WalkSeed:
+  """Objects met by earlier walks, so that a later walk refers to them by
+  index instead of walking them again (for ``nnx.graphlib.split_context``).
+
+  Attributes:
+    index: ``id(obj) -> node index`` of every object met so far.
+    nodes: the objects, by node index (kept alive while the seed lives).
+  """
+
+  __slots__ = ("index", "nodes", "node_paths")
+
+  def __init__(self):
+    self.index: dict[int, int] = {}
+    self.nodes: list = []
+    self.node_paths: list = []
+
+
+def walk_uncached(root: Any, leaf_root: bool = False, seed: WalkSeed | None = None) -> Walk:
   """Walks ``root`` (a node, or a tuple/list/dict of nodes) without caching.
 
   A root that is neither (an array, an int, ...) raises, unless ``leaf_root``:
-  then the walk has one leaf, the root itself, at the empty path.
+  then the walk has one leaf, the root itself, at the empty path. With a
+  ``seed``, objects it holds become references, and the objects met are added
+  to it.
   """
   w = _Walker()
+  if seed is not None:
+    w.index, w.nodes, w.node_paths = seed.index, seed.nodes, seed.node_paths
   holder = _RootSlot(root)
   with _BulkOp():
     defn = w.value(root, (), None, None, lambda: holder)
@@ -462,16 +483,26 @@ def walk(root: Any, leaf_root: bool = False) -> Walk:
 # Rebuilding (merge direction)
 # --------------------------------------------------------------------------
 def unflatten(
-  graphdef: GraphDef, leaves, reuse: dict[int, Any] | None = None, nodes_out: list | None = None
+  graphdef: GraphDef,
+  leaves,
+  reuse: dict[int, Any] | None = None,
+  nodes_out: list | None = None,
+  table: list | None = None,
 ) -> Any:
   """Rebuilds the graph of ``graphdef`` from leaf values in walk order.
 
   Leaves may be raw values or Variables (whose value and metadata are used).
   ``reuse`` maps node indices to existing objects to update in place instead
   of creating new ones. If ``nodes_out`` is a list, it receives the node
-  objects by index.
+  objects by index. ``table`` is a node list shared by several calls (for
+  ``nnx.graphlib.merge_context``): references resolve to its entries and the
+  new nodes are stored in it.
   """
-  nodes: list = [None] * graphdef.n_nodes
+  if table is None:
+    nodes: list = [None] * graphdef.n_nodes
+  else:
+    table.extend([None] * (graphdef.n_nodes - len(table)))
+    nodes = table
   with bulk(graphdef.n_nodes + len(graphdef.paths)):
     builder = graphdef._builder
     if builder is None:
