@@ -71,3 +71,24 @@ def test_unknown_filter_raises():
     to_predicate(3)
   with pytest.raises(TypeError):  # also a TypeError
     nnx.state(Model(), 3.5)
+
+
+@pytest.mark.parametrize("catch_all", [..., True])
+def test_catch_all_filter_must_come_last(catch_all):
+  with pytest.raises(nnx.FilterError, match=r"can only be used as the last filters, got .* 0 of 2"):
+    nnx.split(Model(), catch_all, nnx.Param)
+  with pytest.raises(ValueError, match="can only be used as the last filters"):
+    nnx.state(Model()).split(catch_all, nnx.Param)
+
+
+def test_non_exhaustive_split_names_the_remainder():
+  with pytest.raises(nnx.FilterError, match=r"Non-exhaustive filters, got a non-empty remai.*s \("):
+    nnx.split(Model(), nnx.Param)
+
+
+def test_path_contains_exact_or_substring():
+  assert nnx.PathContains("sub")(("sub", "w"), None)
+  assert not nnx.PathContains("su")(("sub", "w"), None)
+  assert nnx.PathContains("su", exact=False)(("sub", "w"), None)
+  assert nnx.PathContains(1, exact=False)(("l", 12), None)
+  assert nnx.PathContains("a", exact=False) != nnx.PathContains("a")

@@ -232,6 +232,8 @@ def _flatten_into(m: dict, prefix: Path, out: dict) -> None:
 
 
 def _partition(flat: dict, filters: tuple, exhaustive: bool) -> list[State]:
+  if exhaustive:
+    check_catch_all_last(filters)
   preds = [to_predicate(f) for f in filters]
   buckets: list[list] = [[] for _ in preds]
   missing = []
@@ -247,13 +249,30 @@ def _partition(flat: dict, filters: tuple, exhaustive: bool) -> list[State]:
   return [State.from_flat_path(b) for b in buckets]
 
 
+def check_catch_all_last(filters: tuple) -> None:
+  """Raises if a catch-all filter (``...`` or ``True``) is not the last one:
+  the filters after it could never match.
+
+  Raises:
+    FilterError: naming the position of the catch-all.
+  """
+  for i, f in enumerate(filters[:-1]):
+    if f is Ellipsis or f is True:
+      raise FilterError(
+        f"`...` or `True` can only be used as the last filters, got {filter_name(f)} at"
+        f" position {i} of {len(filters)}. Fix: move it to the end; the filters after it"
+        " would never match."
+      )
+
+
 def non_exhaustive_error(missing: list, filters: tuple) -> FilterError:
   """Builds the error for leaves that no filter matched."""
   shown = ", ".join(f"{'/'.join(map(str, p))} ({type(v).__name__})" for p, v in missing[:8])
   more = f" and {len(missing) - 8} more" if len(missing) > 8 else ""
   names = ", ".join(filter_name(f) for f in filters)
   return FilterError(
-    f"Filters ({names}) do not cover every leaf; not matched: {shown}{more}."
+    f"Non-exhaustive filters, got a non-empty remainder: filters ({names}) do not cover"
+    f" every leaf; not matched: {shown}{more}."
     " Fix: add a filter for them, or `...` as the last filter to collect the rest."
   )
 

@@ -36,8 +36,8 @@ def check_tree_mode(w: Walk, fn_name: str) -> None:
   what = "a reference cycle" if cycle else "a shared reference"
   raise SharedReferenceError(
     f"nnx.{fn_name}(graph=False): the same {kind} object is found at paths"
-    f" {_fmt(first)} and {_fmt(second)} ({what}); tree mode treats the graph as a"
-    " plain pytree, which cannot share objects or hold cycles. Fix: use graph mode"
+    f" {_fmt(first)} and {_fmt(second)} ({what}). Tree mode does not support shared"
+    " references or cycles: it treats the graph as a plain pytree. Fix: use graph mode"
     f" (`nnx.{fn_name}(..., graph=True)`, or outside `nnx.set_graph_mode(False)`), or"
     " give each path its own object."
   )

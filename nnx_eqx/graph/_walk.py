@@ -22,7 +22,7 @@ from ._errors import GraphStructureError
 from ._filters import to_predicate
 from ._graphdef import GraphDef, StaticValue, _metadata_from_def, _var_metadata_def
 from ._node_types import LEAF, MAP, NODE, REF, SEQ, STATIC, VAR, NodeImpl, node_impl
-from ._state import non_exhaustive_error
+from ._state import check_catch_all_last, non_exhaustive_error
 from ._tracing import current_trace
 from ._variables import Variable, new_variable
 
@@ -202,6 +202,8 @@ class Walk:
       cached, key = None, None  # type: ignore[assignment]
     if cached is not None:
       return cached
+    if exhaustive:
+      check_catch_all_last(filters)
     preds = [to_predicate(f) for f in filters]
     buckets: list[list[int]] = [[] for _ in preds]
     missing = []
