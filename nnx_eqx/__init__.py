@@ -8,6 +8,7 @@ from . import graphlib as graphlib
 from .graphlib import merge_context as merge_context
 from .graphlib import split_context as split_context
 from .graphlib import update_context as update_context
+from .graph._map import map_leaves as map
 from .module import Dict as Dict
 from .module import List as List
 from .module import Map as Map

@@ -129,3 +129,28 @@ def test_path_contains_substring_match():
   m.head = nnx.Linear(1, 1, rngs=nnx.Rngs(0))
   assert list(nnx.state(m, nnx.PathContains("backbone", exact=False))) == ["backbone1"]
   assert list(nnx.state(m, nnx.PathContains("backbone"))) == []
+
+
+@pytest.mark.parametrize("graph", [True, False])
+def test_map_replaces_every_leaf_and_keeps_the_input(graph):
+  m = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+  seen = []
+
+  def zero(path, v):
+    seen.append(path)
+    return jnp.zeros_like(v)
+
+  out = nnx.map(zero, m, graph=graph)
+  assert sorted(seen) == [("bias",), ("kernel",)]
+  assert type(out.kernel) is nnx.Param and float(abs(out.kernel.value).sum()) == 0.0
+  assert float(abs(m.kernel.value).sum()) > 0.0
+
+
+def test_map_keeps_sharing_in_graph_mode_and_rejects_it_in_tree_mode():
+  m = nnx.Module()
+  m.a = nnx.Param(jnp.ones(1))
+  m.b = m.a
+  out = nnx.map(lambda p, v: v.replace(v.value * 3), m)
+  assert out.a is out.b and float(out.a.value[0]) == 3.0
+  with pytest.raises(nnx.SharedReferenceError, match=r"nnx.map\(graph=False\)"):
+    nnx.map(lambda p, v: v, m, graph=False)

@@ -1,0 +1,48 @@
+"""``nnx.map``: a copy of a graph with every leaf replaced by ``f(path, leaf)``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from . import _graph_mode
+from ._graph import merge, split
+from ._state import State
+from ._tree_mode import check_tree_mode
+from ._walk import walk
+
+
+def map_leaves(f: Callable[[tuple, Any], Any], node: Any, /, *, graph: bool | None = None) -> Any:
+  """A new graph like ``node`` whose leaves are ``f(path, leaf)``.
+
+  ``node`` is split, ``f`` is applied to each ``(path, leaf)`` of its State
+  (leaves are copies of the Variables, or raw arrays), and the results are
+  merged back: a raw value returned for a Variable becomes that Variable's
+  new value, a Variable returned replaces it. ``node`` is left unchanged.
+
+  Args:
+    f: ``(path, leaf) -> new leaf``.
+    node: a graph node (or a Variable, or a container of them).
+    graph: False for tree mode (no shared references or cycles allowed).
+
+  Returns:
+    The new graph (same structure and sharing as ``node``).
+
+  Raises:
+    SharedReferenceError: in tree mode, if an object is found at two paths.
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+    >>> zeros = nnx.map(lambda path, v: jnp.zeros_like(v), model)
+    >>> float(abs(zeros.kernel.value).sum()), zeros is model
+    (0.0, False)
+  """
+  if not _graph_mode.resolve(graph)[0]:
+    check_tree_mode(walk(node, leaf_root=True), "map")
+  graphdef, state = split(node)
+  if isinstance(state, State):
+    state = State.from_flat_path((p, f(p, leaf)) for p, leaf in state.flat_state().items())
+  else:  # a split Variable or value is its own state
+    state = f((), state)
+  return merge(graphdef, state)
