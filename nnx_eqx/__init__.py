@@ -9,6 +9,8 @@ from .graphlib import merge_context as merge_context
 from .graphlib import split_context as split_context
 from .graphlib import update_context as update_context
 from .graph._map import map_leaves as map
+from .graph._cached_partial import cached_partial as cached_partial
+from .graph._errors import GraphModeRequiredError as GraphModeRequiredError
 from .module import Dict as Dict
 from .module import List as List
 from .module import Map as Map

@@ -5,6 +5,7 @@ flax.nnx 0.12 keeps its graph-mode implementations here (``graph=True``,
 are the same functions as the top-level ones.
 """
 
+from .graph._cached_partial import cached_partial as cached_partial
 from .transforms._graph_keywords import clone as clone
 from .transforms._graph_keywords import cond as cond
 from .transforms._graph_keywords import eval_shape as eval_shape

@@ -75,3 +75,8 @@ class UnknownStreamError(NnxError, AttributeError):
 
 class UpdateContextError(NnxError, RuntimeError):
   """An ``update_context`` was used out of order (e.g. exited twice)."""
+
+
+class GraphModeRequiredError(NnxError, ValueError):
+  """A graph-mode-only API (e.g. ``cached_partial``) was called in tree mode or
+  with ``graph_updates=False``."""
