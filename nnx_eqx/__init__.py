@@ -5,10 +5,13 @@
 
 from . import filters as filters
 from . import graphlib as graphlib
+from . import statelib as statelib
 from .graphlib import merge_context as merge_context
 from .graphlib import split_context as split_context
 from .graphlib import update_context as update_context
 from .graph._map import map_leaves as map
+from .graph._duplicates import find_duplicates as find_duplicates
+from .graph._state_tools import replace_by_pure_dict as replace_by_pure_dict
 from .graph._cached_partial import cached_partial as cached_partial
 from .graph._errors import GraphModeRequiredError as GraphModeRequiredError
 from .module import Dict as Dict

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from ._errors import StateMismatchError
 from ._state import State
+from ._variables import Variable
 
 
 def to_flat_state(state: State | dict) -> list[tuple[tuple, Any]]:
@@ -52,3 +55,74 @@ def to_pure_dict(state: State) -> dict:
     (1,)
   """
   return state.to_pure_dict()
+
+
+def diff(state: State, other: State) -> State:
+  """The leaves of ``state`` whose paths ``other`` lacks.
+
+  Example:
+    >>> import nnx_eqx as nnx
+    >>> nnx.statelib.diff(nnx.State({"a": 1, "b": 2}), nnx.State({"a": 3})).to_pure_dict()
+    {'b': 2}
+  """
+  known = other.flat_state()
+  return State.from_flat_path((p, v) for p, v in state.flat_state().items() if p not in known)
+
+
+def _maybe_int(key: Any) -> Any:
+  try:
+    return int(key)
+  except (TypeError, ValueError):
+    return key
+
+
+def _flat_pure(d: Mapping, prefix: tuple = ()) -> list[tuple[tuple, Any]]:
+  out: list = []
+  for k, v in d.items():
+    if isinstance(v, Mapping) and not isinstance(v, State):
+      out.extend(_flat_pure(v, (*prefix, k)))
+    else:
+      out.append(((*prefix, k), v))
+  return out
+
+
+def replace_by_pure_dict(
+  state: State, pure_dict: Mapping, replace_fn: Callable[[Any, Any], Any] | None = None
+) -> None:
+  """Writes the raw values of a nested plain dict into ``state``, in place.
+
+  Keys that are strings of integers (as checkpoints store sequence indices)
+  also match integer keys.
+
+  Args:
+    state: the State to update.
+    pure_dict: nested dicts of raw values (e.g. from ``nnx.to_pure_dict``).
+    replace_fn: ``(current leaf, raw value) -> new leaf``; by default a
+      Variable's value is replaced and other leaves are replaced outright.
+
+  Raises:
+    StateMismatchError: naming a key path of ``pure_dict`` that ``state`` lacks.
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> s = nnx.State({"layers": {0: {"w": nnx.Param(jnp.ones(1))}}})
+    >>> nnx.replace_by_pure_dict(s, {"layers": {"0": {"w": jnp.zeros(1)}}})
+    >>> s["layers"][0]["w"].value.tolist()
+    [0.0]
+  """
+  flat = state.flat_state()
+  for path, value in _flat_pure(pure_dict):
+    key = path if path in flat else tuple(map(_maybe_int, path))
+    if key not in flat:
+      raise StateMismatchError(
+        f"replace_by_pure_dict: key path {path} is not in the State. Fix: produce the dict"
+        " with `nnx.to_pure_dict` from a State of the same model."
+      )
+    cur = flat[key]
+    if replace_fn is None and isinstance(cur, Variable):
+      cur.__dict__["_value"] = value
+      continue
+    node = state
+    for k in key[:-1]:
+      node = node[k]
+    node[key[-1]] = replace_fn(cur, value) if replace_fn is not None else value

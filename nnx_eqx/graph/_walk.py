@@ -426,6 +426,10 @@ def walk_uncached(root: Any, leaf_root: bool = False, seed: WalkSeed | None = No
   holder = _RootSlot(root)
   with _BulkOp():
     defn = w.value(root, (), None, None, lambda: holder)
+  if defn[0] == STATIC and leaf_root and type(root) in (list, tuple, dict):
+    # a container without leaves: a graph with no leaf (its State is empty)
+    gd = GraphDef(defn, (), 0)
+    return Walk(gd, [], [], [], [], [], _version.current())
   if defn[0] in (STATIC, LEAF):
     if not leaf_root:
       raise GraphStructureError(

@@ -1,0 +1,9 @@
+"""``nnx.statelib``: State and the functions on States, as flax.nnx exposes them."""
+
+from .graph._flat_state import FlatState as FlatState
+from .graph._state import State as State
+from .graph._state_tools import diff as diff
+from .graph._state_tools import from_flat_state as from_flat_state
+from .graph._state_tools import replace_by_pure_dict as replace_by_pure_dict
+from .graph._state_tools import to_flat_state as to_flat_state
+from .graph._state_tools import to_pure_dict as to_pure_dict

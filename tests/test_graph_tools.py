@@ -1,0 +1,71 @@
+"""find_duplicates, statelib.diff, replace_by_pure_dict, graphs without leaves."""
+
+import jax
+import jax.numpy as jnp
+import pytest
+from hypothesis import given, settings
+
+import nnx_eqx as nnx
+from nnx_eqx.testing import graphs, sharing_classes
+
+
+def _at(node, path):
+  for k in path:
+    node = node[k] if isinstance(node, dict) or isinstance(k, int) else getattr(node, k)
+  return node
+
+
+@settings(max_examples=100)
+@given(graphs())
+def test_find_duplicates_groups_the_paths_of_each_shared_object(m):
+  found = nnx.find_duplicates(m)
+  objects = [_at(m, paths[0]) for paths in found]
+  assert len({id(o) for o in objects}) == len(found)  # one group per object
+  for obj, paths in zip(objects, found):
+    assert nnx.is_node(obj) and len(set(paths)) == len(paths) > 1
+    assert all(_at(m, p) is obj for p in paths)
+  has_sharing = any(len(c) > 1 for c in sharing_classes(m))
+  assert bool(found) == has_sharing
+
+
+def test_find_duplicates_with_only():
+  m = nnx.Module()
+  m.a = nnx.Param(jnp.ones(1))
+  m.b = m.a
+  m.c = nnx.Linear(1, 1, rngs=nnx.Rngs(0))
+  m.d = m.c
+  assert nnx.find_duplicates(m) == [[("a",), ("b",)], [("c",), ("d",)]]
+  assert nnx.find_duplicates(m, only=nnx.Param) == [[("a",), ("b",)]]
+  assert nnx.find_duplicates(nnx.Linear(1, 1, rngs=nnx.Rngs(0))) == []
+
+
+def test_state_diff_keeps_paths_the_other_lacks():
+  small = nnx.state(nnx.List([nnx.Linear(2, 2, rngs=nnx.Rngs(0))]))
+  big = nnx.state(nnx.List([nnx.Linear(2, 2, rngs=nnx.Rngs(1)) for _ in range(2)]))
+  assert nnx.statelib.diff(small, big) == nnx.State({})
+  assert sorted(nnx.statelib.diff(big, small).flat_state()) == [(1, "bias"), (1, "kernel")]
+
+
+def test_replace_by_pure_dict_matches_string_indices_and_keeps_variable_types():
+  model = nnx.List([nnx.Linear(2, 3, rngs=nnx.Rngs(0))])
+  state = nnx.state(model)
+  pure = {str(k): v for k, v in nnx.to_pure_dict(state).items()}
+  nnx.replace_by_pure_dict(state, jax.tree.map(jnp.zeros_like, pure))
+  assert type(state[0]["kernel"]) is nnx.Param
+  nnx.update(model, state)
+  assert float(abs(model[0].kernel.value).sum()) == 0.0
+
+
+def test_replace_by_pure_dict_with_replace_fn_and_unknown_key():
+  state = nnx.State({"w": nnx.Param(jnp.ones(2))})
+  nnx.replace_by_pure_dict(state, {"w": jnp.zeros(2)}, lambda cur, v: nnx.BatchStat(v))
+  assert type(state["w"]) is nnx.BatchStat
+  with pytest.raises(nnx.StateMismatchError, match=r"key path \('x',\) is not in the State"):
+    nnx.replace_by_pure_dict(state, {"x": 1})
+
+
+@pytest.mark.parametrize("empty", [{}, [], (1, "a")])
+def test_a_container_without_leaves_is_a_graph_with_an_empty_state(empty):
+  graphdef, state = nnx.split(empty)
+  assert state == nnx.State({}) and graphdef.num_leaves == 0
+  assert nnx.merge(graphdef, state) == empty
