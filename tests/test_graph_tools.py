@@ -69,3 +69,32 @@ def test_a_container_without_leaves_is_a_graph_with_an_empty_state(empty):
   graphdef, state = nnx.split(empty)
   assert state == nnx.State({}) and graphdef.num_leaves == 0
   assert nnx.merge(graphdef, state) == empty
+
+
+def test_pop_removes_leaves_from_plain_containers_only():
+  node = {"a": {"b": jnp.array(1), "c": nnx.Param(jnp.array(2)), "d": jnp.array(3.0)}}
+  popped = nnx.pop(node, (nnx.Param, lambda _, x: x < 2))
+  assert sorted(popped["a"]) == ["b", "c"] and list(node["a"]) == ["d"]
+
+
+def test_pop_from_a_list_attribute_keeps_the_other_items():
+  m = nnx.Module()
+  m.items = [nnx.Param(jnp.ones(1)), nnx.Intermediate(jnp.ones(1)), nnx.Intermediate(jnp.ones(2))]
+  popped = nnx.pop(m, nnx.Intermediate)
+  assert sorted(popped["items"]) == [1, 2]
+  assert len(m.items) == 1 and type(m.items[0]) is nnx.Param
+
+
+def test_pop_from_a_tuple_names_the_path():
+  m = nnx.Module()
+  m.t = (nnx.Param(jnp.ones(1)), nnx.Intermediate(jnp.ones(1)))
+  with pytest.raises(nnx.GraphStructureError, match="Cannot remove t/1: its parent is a tuple"):
+    nnx.pop(m, nnx.Intermediate)
+
+
+def test_update_sets_values_inside_plain_dicts():
+  node = {"a": {"b": 1, "c": nnx.Param(jnp.array(2)), "d": 3}}
+  c = node["a"]["c"]
+  nnx.update(node, {"a": {"b": 4, "c": jnp.array(10)}})
+  assert node["a"]["b"] == 4 and node["a"]["d"] == 3
+  assert node["a"]["c"] is c and int(c.value) == 10

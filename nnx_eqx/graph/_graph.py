@@ -30,6 +30,7 @@ from ._node_types import is_node as is_node
 from ._node_types import node_impl as node_impl
 from ._node_types import register_graph_node_type as register_graph_node_type
 from ._node_types import register_leaf_type as register_leaf_type
+from ._paths import delete_at, set_in_container
 from ._state import State
 from ._tracing import current_trace
 from ._tree_mode import check_tree_mode
@@ -434,6 +435,8 @@ def update(node: Any, *states: State) -> None:
         slot._value = new
       continue
     parent = _node_at(w, path[:-1])
+    if parent is None and set_in_container(node, path, leaf):
+      continue
     if parent is None:
       raise StateMismatchError(
         f"update: path {_fmt(path)} is not in the graph and its parent"
@@ -476,15 +479,10 @@ def pop(node: Any, *filters: Filter, graph: bool = True) -> Any:
   buckets = w.partition_indices(filters, exhaustive=False)
   trace = current_trace()
   states = tuple(_build_state(w, b, trace) for b in buckets)
-  for b in buckets:
-    for i in b:
-      owner, key = w.owners[i]
-      if owner is not None:
-        impl = node_impl(type(owner))
-        if impl is _MODULE_IMPL_HOLDER[0]:
-          delattr(owner, key)
-        elif impl is not None:
-          impl.set_key(owner, key, _DELETE)
+  popped = sorted((w.paths[i] for b in buckets for i in b), key=_path_sort_key, reverse=True)
+  for path in popped:  # last first, so list indices stay valid
+    if path:
+      delete_at(node, path)
   _version.bump()
   return states[0] if len(filters) == 1 else states
 
