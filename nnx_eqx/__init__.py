@@ -12,6 +12,11 @@ from .graphlib import update_context as update_context
 from .graph._map import map_leaves as map
 from .graph._duplicates import find_duplicates as find_duplicates
 from .graph._state_tools import replace_by_pure_dict as replace_by_pure_dict
+from .graph._state_tools import split_state as split_state
+from .graph._state_tools import filter_state as filter_state
+from .graph._state_tools import merge_state as merge_state
+from .graph._state_tools import restore_int_paths as restore_int_paths
+from .graph._repr import display as display
 from .graph._cached_partial import cached_partial as cached_partial
 from .graph._errors import GraphModeRequiredError as GraphModeRequiredError
 from .module import Dict as Dict

@@ -98,3 +98,29 @@ def test_update_sets_values_inside_plain_dicts():
   nnx.update(node, {"a": {"b": 4, "c": jnp.array(10)}})
   assert node["a"]["b"] == 4 and node["a"]["d"] == 3
   assert node["a"]["c"] is c and int(c.value) == 10
+
+
+def test_state_function_forms():
+  s = nnx.State({"w": nnx.Param(jnp.ones(1)), "y": nnx.Intermediate(jnp.ones(1))})
+  inter, rest = nnx.split_state(s, nnx.Intermediate, ...)
+  assert list(inter) == ["y"] and list(rest) == ["w"]
+  assert list(nnx.filter_state(s, nnx.Param)) == ["w"]
+  assert nnx.merge_state(inter, rest) == s
+  with pytest.raises(nnx.FilterError, match="not matched: w"):
+    nnx.split_state(s, nnx.Intermediate)
+
+
+def test_restored_string_indices_update_a_model():
+  model = nnx.List([nnx.Linear(2, 2, rngs=nnx.Rngs(0)) for _ in range(2)])
+  pure = nnx.to_pure_dict(nnx.state(model))
+  as_saved = {str(k): jax.tree.map(jnp.zeros_like, v) for k, v in pure.items()}
+  restored = nnx.restore_int_paths(as_saved)
+  assert sorted(restored) == [0, 1]
+  nnx.update(model, restored)
+  assert float(abs(model[1].kernel.value).sum()) == 0.0
+
+
+def test_display_prints_reprs(capsys):
+  nnx.display(nnx.State({"a": 1}), 3)
+  out = capsys.readouterr().out
+  assert out.startswith("State({") and out.endswith("3\n")

@@ -356,6 +356,19 @@ def treescope_graphdef(g, path, subtree_renderer):
   )
 
 
+def display(*args: Any) -> None:
+  """Prints each argument's readable repr (Modules, States, GraphDefs, pytrees).
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> nnx.display(nnx.Param(jnp.ones(2)), {"a": 1})
+    Param(value=Array([1.0, 1.0], dtype=float32))
+    {'a': 1}
+  """
+  for x in args:
+    print(repr(x))
+
+
 # Variables, States and GraphDefs are defined below this module, so their reprs
 # are installed on them from here (Modules, above, call ``module_repr`` themselves).
 for _cls, _text, _tree in (

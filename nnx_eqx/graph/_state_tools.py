@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ._errors import StateMismatchError
+from ._filters import Filter
 from ._state import State
 from ._variables import Variable
 
@@ -126,3 +127,62 @@ def replace_by_pure_dict(
     for k in key[:-1]:
       node = node[k]
     node[key[-1]] = replace_fn(cur, value) if replace_fn is not None else value
+
+
+def split_state(state: State, first: Filter, /, *filters: Filter) -> Any:
+  """``state.split(...)`` as a function: partitions the leaves by filters,
+  which must cover every leaf (``...`` last collects the rest).
+
+  Raises:
+    FilterError: if some leaf matches no filter (its path is named).
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> s = nnx.State({"w": nnx.Param(jnp.ones(1)), "y": nnx.Intermediate(jnp.ones(1))})
+    >>> inter, rest = nnx.split_state(s, nnx.Intermediate, ...)
+    >>> list(inter), list(rest)
+    (['y'], ['w'])
+  """
+  return state.split(first, *filters)
+
+
+def filter_state(state: State, first: Filter, /, *filters: Filter) -> Any:
+  """``state.filter(...)`` as a function: the leaves matching the filters
+  (others are dropped).
+
+  Raises:
+    UnknownFilterError: if a filter is not a valid filter.
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> s = nnx.State({"w": nnx.Param(jnp.ones(1)), "y": nnx.Intermediate(jnp.ones(1))})
+    >>> list(nnx.filter_state(s, nnx.Param))
+    ['w']
+  """
+  return state.filter(first, *filters)
+
+
+def merge_state(state: State, /, *states: State) -> State:
+  """``State.merge`` as a function: one State from several (later ones win).
+
+  Example:
+    >>> import nnx_eqx as nnx
+    >>> sorted(nnx.merge_state(nnx.State({"a": 1}), nnx.State({"b": 2})))
+    ['a', 'b']
+  """
+  return State.merge(state, *states)
+
+
+def restore_int_paths(pure_dict: Mapping) -> dict:
+  """A nested dict whose string keys that spell integers (as checkpoints
+  store sequence indices) are integers again.
+
+  Example:
+    >>> import nnx_eqx as nnx
+    >>> nnx.restore_int_paths({"layers": {"0": {"w": 1}}, "a": 2})
+    {'layers': {0: {'w': 1}}, 'a': 2}
+  """
+  return {
+    _maybe_int(k): restore_int_paths(v) if isinstance(v, Mapping) else v
+    for k, v in pure_dict.items()
+  }
