@@ -6,6 +6,8 @@
 from . import filters as filters
 from . import graphlib as graphlib
 from . import statelib as statelib
+from . import extract as extract
+from .graph._prefix import prefix as prefix
 from .graphlib import merge_context as merge_context
 from .graphlib import split_context as split_context
 from .graphlib import update_context as update_context

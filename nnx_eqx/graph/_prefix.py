@@ -1,0 +1,163 @@
+"""``nnx.prefix``: a pytree of per-leaf values shaped like a graph.
+
+Transforms such as ``vmap`` take axis *prefixes*: pytrees shaped like their
+arguments whose leaves say what to do with each argument leaf. ``prefix``
+computes one from a function or a ``{filter: value}`` mapping. In tree mode
+the result is a copy of the graph with every leaf (Variables included)
+replaced by its value; in graph mode each graph node becomes a
+:class:`TreeState` holding a State of values, and nodes shared between the
+arguments are a reference with an empty State after their first occurrence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jax
+
+from . import _graph_mode
+from ._errors import FilterError
+from ._filters import Filter, to_predicate
+from ._graphdef import GraphDef
+from ._node_types import LEAF, MAP, NODE, SEQ, VAR, is_node
+from ._state import State
+from ._tree_mode import check_tree_mode
+from ._walk import WalkSeed, unflatten, walk, walk_uncached
+
+
+class TreeState:
+  """A graph node in tree form: its GraphDef and a State (of leaves or prefixes).
+
+  A pytree whose leaves are the State's leaves; the GraphDef is static.
+
+  Attributes:
+    graphdef: the node's GraphDef (a ``NodeRef`` root for a repeated node).
+    state: the State.
+
+  Example:
+    >>> import nnx_eqx as nnx
+    >>> t = nnx.prefix(nnx.Linear(2, 3, rngs=nnx.Rngs(0)), {nnx.Param: 0}, graph=True)
+    >>> type(t).__name__, t.state["kernel"]
+    ('TreeState', 0)
+  """
+
+  __slots__ = ("graphdef", "state")
+
+  def __init__(self, graphdef: GraphDef | None, state: Any):
+    self.graphdef = graphdef
+    self.state = state
+
+  def __repr__(self) -> str:
+    return f"TreeState(graphdef={self.graphdef!r}, state={self.state!r})"
+
+
+jax.tree_util.register_pytree_with_keys(
+  TreeState,
+  lambda t: (((jax.tree_util.GetAttrKey("state"), t.state),), t.graphdef),
+  lambda graphdef, children: TreeState(graphdef, children[0]),
+  lambda t: ((t.state,), t.graphdef),
+)
+
+
+def without_variables(graphdef: GraphDef) -> GraphDef:
+  """The GraphDef with every Variable turned into a raw leaf (for graphs
+  without repeated references), so that rebuilding puts values where the
+  Variables were."""
+
+  def strip(d: tuple) -> tuple:
+    tag = d[0]
+    if tag == VAR:
+      return (LEAF,)
+    if tag == NODE:
+      _, cls, i, attrs, meta = d
+      return (NODE, cls, i, tuple((k, strip(s)) for k, s in attrs), meta)
+    if tag == SEQ:
+      return (SEQ, d[1], tuple(strip(s) for s in d[2]))
+    if tag == MAP:
+      return (MAP, d[1], tuple((k, strip(s)) for k, s in d[2]))
+    return d
+
+  return GraphDef(strip(graphdef.defn), graphdef.paths, graphdef.n_nodes, graphdef.tree)
+
+
+def _prefix_fn(filter_map: Mapping[Filter, Any] | Callable[[tuple, Any], Any]) -> Callable:
+  if not isinstance(filter_map, Mapping):
+    return filter_map
+  rules = [(to_predicate(f), value) for f, value in filter_map.items()]
+  names = list(filter_map)
+
+  def by_filter(path: tuple, leaf: Any) -> Any:
+    for pred, value in rules:
+      if pred(path, leaf):
+        return value
+    raise FilterError(
+      f"No filter matched leaf at path {'/'.join(map(str, path)) or '<root>'} with value"
+      f" {leaf!r}. Filters: {names}. Fix: add a filter for it, or `...` last as a catch-all."
+    )
+
+  return by_filter
+
+
+def _nnx_path(jax_path: tuple) -> tuple:
+  out = []
+  for k in jax_path:
+    for attr in ("name", "key", "idx"):
+      if hasattr(k, attr):
+        out.append(getattr(k, attr))
+        break
+    else:
+      out.append(str(k))
+  return tuple(out)
+
+
+def prefix(
+  node: Any,
+  filter_map: Mapping[Filter, Any] | Callable[[tuple, Any], Any],
+  /,
+  *,
+  graph: bool | None = None,
+) -> Any:
+  """Replaces every leaf of ``node`` by a prefix value.
+
+  Args:
+    node: a graph node, or a pytree containing graph nodes and other leaves.
+    filter_map: ``(path, leaf) -> value``, or a mapping ``{filter: value}``
+      (the first matching filter gives the value; ``...`` catches all).
+    graph: True (graph mode): graph nodes become :class:`TreeState`\\ s, a
+      node met again is a reference with an empty State. False (tree mode):
+      graph nodes become copies with their leaves replaced by the values.
+
+  Returns:
+    A pytree shaped like ``node`` holding the prefix values.
+
+  Raises:
+    FilterError: (a ``ValueError``) if no filter of a mapping matches a leaf
+      (its path is named).
+    SharedReferenceError: in tree mode, if a node is reachable twice.
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+    >>> axes = nnx.prefix(model, {nnx.Param: 0}, graph=False)
+    >>> axes.kernel, axes.bias
+    (0, 0)
+  """
+  fn = _prefix_fn(filter_map)
+  graph = _graph_mode.resolve(graph)[0]
+  seed = WalkSeed()
+
+  def on_leaf(jax_path: tuple, x: Any) -> Any:
+    path = _nnx_path(jax_path)
+    if not is_node(x):
+      return fn(path, x)
+    if graph:
+      w = walk_uncached(x, leaf_root=True, seed=seed)
+      values = [fn(path + p, leaf) for p, leaf in zip(w.paths, w.leaf_objects())]
+      return TreeState(w.graphdef, State.from_flat_path(zip(w.paths, values)))
+    w = walk(x, leaf_root=True)
+    check_tree_mode(w, "prefix")
+    values = [fn(path + p, leaf) for p, leaf in zip(w.paths, w.leaf_objects())]
+    return unflatten(without_variables(w.graphdef), values)
+
+  return jax.tree_util.tree_map_with_path(on_leaf, node, is_leaf=is_node)
