@@ -55,7 +55,7 @@ class TreeState:
 jax.tree_util.register_pytree_with_keys(
   TreeState,
   lambda t: (((jax.tree_util.GetAttrKey("state"), t.state),), t.graphdef),
-  lambda graphdef, children: TreeState(graphdef, children[0]),
+  lambda graphdef, children: TreeState(graphdef, *children),
   lambda t: ((t.state,), t.graphdef),
 )
 
