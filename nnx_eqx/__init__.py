@@ -8,6 +8,11 @@ from . import graphlib as graphlib
 from . import statelib as statelib
 from . import extract as extract
 from .graph._prefix import prefix as prefix
+from .graph._tree_form import NodeStates as NodeStates
+from .graph._tree_form import to_tree as to_tree
+from .graph._tree_form import from_tree as from_tree
+from .graphlib import SplitContext as SplitContext
+from .graphlib import MergeContext as MergeContext
 from .graphlib import merge_context as merge_context
 from .graphlib import split_context as split_context
 from .graphlib import update_context as update_context
