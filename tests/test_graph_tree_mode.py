@@ -154,3 +154,13 @@ def test_map_keeps_sharing_in_graph_mode_and_rejects_it_in_tree_mode():
   assert out.a is out.b and float(out.a.value[0]) == 3.0
   with pytest.raises(nnx.SharedReferenceError, match=r"nnx.map\(graph=False\)"):
     nnx.map(lambda p, v: v, m, graph=False)
+
+
+def test_map_without_recreating_variables_leaves_plain_values():
+  out = nnx.map(lambda p, x: 0, nnx.Rngs(0), recreate_variables=False)
+  assert out.default.count == 0 and not isinstance(out.default.count, nnx.Variable)
+  m = nnx.Module()
+  m.a = nnx.Param(jnp.ones(1))
+  m.b = m.a
+  with pytest.raises(nnx.GraphStructureError, match="Variable at a is also reached at b"):
+    nnx.map(lambda p, x: 0, m, recreate_variables=False)

@@ -7,12 +7,20 @@ from typing import Any
 
 from . import _graph_mode
 from ._graph import merge, split
+from ._prefix import without_variables
 from ._state import State
 from ._tree_mode import check_tree_mode
-from ._walk import walk
+from ._walk import unflatten, walk
 
 
-def map_leaves(f: Callable[[tuple, Any], Any], node: Any, /, *, graph: bool | None = None) -> Any:
+def map_leaves(
+  f: Callable[[tuple, Any], Any],
+  node: Any,
+  /,
+  *,
+  graph: bool | None = None,
+  recreate_variables: bool = True,
+) -> Any:
   """A new graph like ``node`` whose leaves are ``f(path, leaf)``.
 
   ``node`` is split, ``f`` is applied to each ``(path, leaf)`` of its State
@@ -24,12 +32,16 @@ def map_leaves(f: Callable[[tuple, Any], Any], node: Any, /, *, graph: bool | No
     f: ``(path, leaf) -> new leaf``.
     node: a graph node (or a Variable, or a container of them).
     graph: False for tree mode (no shared references or cycles allowed).
+    recreate_variables: False puts ``f``'s results in place of the Variables
+      as they are (raw values stay raw) instead of making Variables of them.
 
   Returns:
     The new graph (same structure and sharing as ``node``).
 
   Raises:
     SharedReferenceError: in tree mode, if an object is found at two paths.
+    GraphStructureError: with ``recreate_variables=False``, if a Variable is
+      reachable by two paths.
 
   Example:
     >>> import jax.numpy as jnp, nnx_eqx as nnx
@@ -41,8 +53,9 @@ def map_leaves(f: Callable[[tuple, Any], Any], node: Any, /, *, graph: bool | No
   if not _graph_mode.resolve(graph)[0]:
     check_tree_mode(walk(node, leaf_root=True), "map")
   graphdef, state = split(node)
-  if isinstance(state, State):
-    state = State.from_flat_path((p, f(p, leaf)) for p, leaf in state.flat_state().items())
-  else:  # a split Variable or value is its own state
-    state = f((), state)
-  return merge(graphdef, state)
+  if not isinstance(state, State):  # a split Variable or value is its own state
+    return merge(graphdef, f((), state))
+  mapped = {p: f(p, leaf) for p, leaf in state.flat_state().items()}
+  if not recreate_variables:
+    return unflatten(without_variables(graphdef), [mapped[p] for p in graphdef.paths])
+  return merge(graphdef, State.from_flat_path(mapped.items()))

@@ -17,10 +17,10 @@ from typing import Any
 import jax
 
 from . import _graph_mode
-from ._errors import FilterError
+from ._errors import FilterError, GraphStructureError
 from ._filters import Filter, to_predicate
 from ._graphdef import GraphDef
-from ._node_types import LEAF, MAP, NODE, SEQ, VAR, is_node
+from ._node_types import LEAF, MAP, NODE, REF, SEQ, VAR, is_node
 from ._state import State
 from ._tree_mode import check_tree_mode
 from ._walk import WalkSeed, unflatten, walk, walk_uncached
@@ -61,24 +61,40 @@ jax.tree_util.register_pytree_with_keys(
 
 
 def without_variables(graphdef: GraphDef) -> GraphDef:
-  """The GraphDef with every Variable turned into a raw leaf (for graphs
-  without repeated references), so that rebuilding puts values where the
-  Variables were."""
+  """The GraphDef with every Variable turned into a raw leaf, so that
+  rebuilding puts values where the Variables were.
 
-  def strip(d: tuple) -> tuple:
+  Raises:
+    GraphStructureError: if a Variable is reachable by two paths (its value
+      would have to be in two places).
+  """
+  var_paths: dict[int, tuple] = {}
+
+  def strip(d: tuple, path: tuple) -> tuple:
     tag = d[0]
     if tag == VAR:
+      var_paths[d[2]] = path
       return (LEAF,)
+    if tag == REF and d[1] in var_paths:
+      raise GraphStructureError(
+        f"The Variable at {_fmt(var_paths[d[1]])} is also reached at {_fmt(path)}, so it"
+        " cannot be replaced by a plain value. Fix: keep the Variables (recreate them),"
+        " or remove the shared reference."
+      )
     if tag == NODE:
       _, cls, i, attrs, meta = d
-      return (NODE, cls, i, tuple((k, strip(s)) for k, s in attrs), meta)
+      return (NODE, cls, i, tuple((k, strip(s, (*path, k))) for k, s in attrs), meta)
     if tag == SEQ:
-      return (SEQ, d[1], tuple(strip(s) for s in d[2]))
+      return (SEQ, d[1], tuple(strip(s, (*path, j)) for j, s in enumerate(d[2])))
     if tag == MAP:
-      return (MAP, d[1], tuple((k, strip(s)) for k, s in d[2]))
+      return (MAP, d[1], tuple((k, strip(s, (*path, k))) for k, s in d[2]))
     return d
 
-  return GraphDef(strip(graphdef.defn), graphdef.paths, graphdef.n_nodes, graphdef.tree)
+  return GraphDef(strip(graphdef.defn, ()), graphdef.paths, graphdef.n_nodes, graphdef.tree)
+
+
+def _fmt(path: tuple) -> str:
+  return "/".join(map(str, path)) or "<root>"
 
 
 def _prefix_fn(filter_map: Mapping[Filter, Any] | Callable[[tuple, Any], Any]) -> Callable:
@@ -92,7 +108,7 @@ def _prefix_fn(filter_map: Mapping[Filter, Any] | Callable[[tuple, Any], Any]) -
       if pred(path, leaf):
         return value
     raise FilterError(
-      f"No filter matched leaf at path {'/'.join(map(str, path)) or '<root>'} with value"
+      f"No filter matched leaf at path {_fmt(path)} with value"
       f" {leaf!r}. Filters: {names}. Fix: add a filter for it, or `...` last as a catch-all."
     )
 
