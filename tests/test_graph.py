@@ -120,7 +120,7 @@ def test_clone_deep_copies_with_sharing():
 def test_iter_graph_and_modules():
   m = Tied(nnx.Rngs(0))
   paths = [p for p, _ in nnx.iter_graph(m)]
-  assert paths == [(), ("dec",), ("dec", "bias"), ("dec", "kernel")]
+  assert paths == [("dec", "bias"), ("dec", "kernel"), ("dec",), ()]  # children first
   assert [p for p, _ in nnx.iter_modules(m)] == [(), ("dec",)]
 
 

@@ -164,3 +164,15 @@ def test_map_without_recreating_variables_leaves_plain_values():
   m.b = m.a
   with pytest.raises(nnx.GraphStructureError, match="Variable at a is also reached at b"):
     nnx.map(lambda p, x: 0, m, recreate_variables=False)
+
+
+def test_iter_graph_is_post_order_with_nodes_once_and_arrays_at_every_path():
+  arr = jnp.zeros(1)
+  var = nnx.Variable(jnp.zeros(1))
+  child = nnx.Module()
+  child.a, child.b, child.c = var, arr, var
+  root = nnx.Module()
+  root.x, root.y, root.z = child, arr, child
+  got = [(p, n) for p, n in nnx.iter_graph(root)]
+  assert [p for p, _ in got] == [("x", "a"), ("x", "b"), ("x",), ("y",), ()]
+  assert [n for _, n in got][2] is child and got[-1][1] is root and got[3][1] is arr

@@ -23,6 +23,10 @@ from ._flat_state import FlatState
 from ._graphdef import ApplyCaller as ApplyCaller
 from ._graphdef import GraphDef as GraphDef
 from ._graphdef import StaticValue as StaticValue
+from ._node_types import LEAF as _LEAF_TAG
+from ._node_types import MAP as _MAP_TAG
+from ._node_types import NODE as _NODE_TAG
+from ._node_types import SEQ as _SEQ_TAG
 from ._node_types import VAR as _VAR_TAG
 from ._node_types import NodeImpl as NodeImpl
 from ._node_types import is_graph_node as is_graph_node
@@ -505,7 +509,11 @@ def clone(node: Any, *, graph: bool = True) -> Any:
 
 
 def iter_graph(node: Any, *, graph: bool = True) -> Iterator[tuple[tuple, Any]]:
-  """Yields ``(path, value)`` for every node and leaf, each once, parents first.
+  """Yields ``(path, value)`` for every Module, Variable and raw array leaf,
+  depth first with children before their parent (as flax.nnx does).
+
+  Modules and Variables reachable by several paths are yielded once (at
+  their first path); raw arrays are yielded at every path.
 
   Raises:
     SharedReferenceError: with ``graph=False``, if an object is found at two
@@ -514,13 +522,28 @@ def iter_graph(node: Any, *, graph: bool = True) -> Iterator[tuple[tuple, Any]]:
   Example:
     >>> import nnx_eqx as nnx
     >>> [p for p, _ in nnx.iter_graph(nnx.Linear(1, 1, rngs=nnx.Rngs(0)))]
-    [(), ('bias',), ('kernel',)]
+    [('bias',), ('kernel',), ()]
   """
   w = _walk_for(node, graph, "iter_graph")
-  items: list = [(p, n) for p, n in zip(w.node_paths, w.nodes)]
-  items += [(p, s._value) for p, s in zip(w.paths, w.slots) if not isinstance(s, Variable)]
-  items.sort(key=lambda pn: _path_sort_key(pn[0]))
-  yield from items
+  slots = iter(w.slots)  # VAR and LEAF entries hold the slots in walk order
+  stack: list = [(w.graphdef.defn, (), False)]
+  while stack:
+    d, path, expanded = stack.pop()
+    tag = d[0]
+    if tag == _NODE_TAG:
+      if expanded:
+        yield path, w.nodes[d[2]]
+        continue
+      stack.append((d, path, True))
+      stack.extend((sub, (*path, k), False) for k, sub in reversed(d[3]))
+    elif tag == _VAR_TAG:
+      yield path, next(slots)
+    elif tag == _LEAF_TAG:
+      yield path, next(slots)._value
+    elif tag == _SEQ_TAG:
+      stack.extend((sub, (*path, j), False) for j, sub in reversed(list(enumerate(d[2]))))
+    elif tag == _MAP_TAG:
+      stack.extend((sub, (*path, k), False) for k, sub in reversed(d[2]))
 
 
 def _path_sort_key(path):
@@ -538,9 +561,10 @@ def iter_modules(node: Any, *, graph: bool = True) -> Iterator[tuple[tuple, Any]
     >>> [type(m).__name__ for _, m in nnx.iter_modules(nnx.Linear(1, 1, rngs=nnx.Rngs(0)))]
     ['Linear']
   """
-  for p, n in iter_graph(node, graph=graph):
-    if is_graph_node(n):
-      yield p, n
+  w = _walk_for(node, graph, "iter_modules")
+  items = [(p, n) for p, n in zip(w.node_paths, w.nodes) if is_graph_node(n)]
+  items.sort(key=lambda pn: _path_sort_key(pn[0]))
+  yield from items
 
 
 # --------------------------------------------------------------------------
