@@ -8,6 +8,8 @@ from . import graphlib as graphlib
 from . import statelib as statelib
 from . import extract as extract
 from .graph._prefix import prefix as prefix
+from .graph._graphdef import PureState as PureState
+from .graph._graphdef import call as call
 from .graph._tree_form import NodeStates as NodeStates
 from .graph._tree_form import to_tree as to_tree
 from .graph._tree_form import from_tree as from_tree

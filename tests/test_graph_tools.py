@@ -124,3 +124,34 @@ def test_display_prints_reprs(capsys):
   nnx.display(nnx.State({"a": 1}), 3)
   out = capsys.readouterr().out
   assert out.startswith("State({") and out.endswith("3\n")
+
+
+class Counter(nnx.Module):
+  def __init__(self):
+    self.count = nnx.Param(jnp.zeros(()))
+
+  def inc(self):
+    self.count.value += 1
+    return 1
+
+
+def test_call_is_functional_and_jittable():
+  graph_state = nnx.split(Counter())
+
+  @jax.jit
+  def update(gs: nnx.PureState[Counter]):
+    out, gs = nnx.call(gs).inc()
+    return out, gs
+
+  out, graph_state = update(graph_state)
+  _, graph_state = update(graph_state)
+  assert int(out) == 1 and float(nnx.merge(*graph_state).count.value) == 2.0
+
+
+def test_call_with_item_access_leaves_the_input_unchanged():
+  graphdef, state = nnx.split({"a": Counter(), "b": Counter()})
+  _, (graphdef2, state2) = nnx.call((graphdef, state))["b"].inc()
+  assert graphdef2 == graphdef
+  assert float(state["b"]["count"].value) == 0.0
+  nodes = nnx.merge(graphdef2, state2)
+  assert float(nodes["a"].count.value) == 0.0 and float(nodes["b"].count.value) == 1.0

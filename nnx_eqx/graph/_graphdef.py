@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import jax
 import numpy as np
@@ -213,20 +213,30 @@ class GraphDef:
 
 
 class ApplyCaller:
-  """Accumulates attribute/item accesses, then calls on a freshly merged graph."""
+  """Accumulates attribute/item accesses, then calls on a freshly merged graph.
 
-  __slots__ = ("_graphdef", "_states", "_accessors")
+  Returns ``(out, (state, graphdef))`` (the seeds' order), or with
+  ``graphdef_first`` ``(out, (graphdef, state))`` (``nnx.call``'s).
+  """
 
-  def __init__(self, graphdef, states, accessors):
+  __slots__ = ("_graphdef", "_states", "_accessors", "_graphdef_first")
+
+  def __init__(self, graphdef, states, accessors, graphdef_first: bool = False):
     self._graphdef = graphdef
     self._states = states
     self._accessors = accessors
+    self._graphdef_first = graphdef_first
+
+  def _with(self, accessor) -> ApplyCaller:
+    return ApplyCaller(
+      self._graphdef, self._states, self._accessors + (accessor,), self._graphdef_first
+    )
 
   def __getattr__(self, name):
-    return ApplyCaller(self._graphdef, self._states, self._accessors + ((True, name),))
+    return self._with((True, name))
 
   def __getitem__(self, key):
-    return ApplyCaller(self._graphdef, self._states, self._accessors + ((False, key),))
+    return self._with((False, key))
 
   def __call__(self, *args, **kwargs):
     node = ENGINE["merge"](self._graphdef, *self._states)
@@ -235,9 +245,38 @@ class ApplyCaller:
       target = getattr(target, k) if is_attr else target[k]
     out = target(*args, **kwargs)
     graphdef, state = ENGINE["split"](node)
-    return out, (state, graphdef)
+    return out, ((graphdef, state) if self._graphdef_first else (state, graphdef))
+
+
+def call(graph_state: tuple, /) -> ApplyCaller:
+  """Calls a method of the graph in ``(graphdef, state)`` functionally.
+
+  ``nnx.call((graphdef, state)).method(*args)`` merges a fresh graph, calls
+  the method (attribute and item accesses may be chained before the call),
+  splits again and returns ``(out, (graphdef, new_state))``; the input is
+  untouched, so this can run inside ``jax.jit``.
+
+  Raises:
+    StateMismatchError: if the state does not fit the GraphDef.
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> y, (graphdef, state) = nnx.call(nnx.split(nnx.Linear(2, 3, rngs=nnx.Rngs(0))))(
+    ...   jnp.ones((1, 2)))
+    >>> y.shape
+    (1, 3)
+  """
+  graphdef, *states = graph_state
+  return ApplyCaller(graphdef, tuple(states), (), graphdef_first=True)
 
 
 # A GraphDef is a pytree without leaves (static), as in the seeds and flax.nnx, so it
 # can be passed to and returned from JAX transforms like a State.
 jax.tree_util.register_pytree_node(GraphDef, lambda g: ((), g), lambda g, _: g)
+
+_Node = TypeVar("_Node")
+if TYPE_CHECKING:
+  PureState = tuple
+else:
+  PureState = tuple[GraphDef[_Node], Any]
+"""``(graphdef, state)`` as ``nnx.split`` returns it; ``PureState[T]`` for a graph of type T."""
