@@ -164,6 +164,7 @@ from .transforms import restore_rngs as restore_rngs
 # --- spmd ---
 from . import spmd as spmd
 from .spmd import PARTITION_NAME as PARTITION_NAME
+from .spmd import as_abstract as as_abstract
 from .spmd import ShardingError as ShardingError
 from .spmd import UnknownMeshAxisError as UnknownMeshAxisError
 from .spmd import get_logical_axis_rules as get_logical_axis_rules

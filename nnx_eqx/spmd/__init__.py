@@ -31,6 +31,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from ..graph._graph import variables as _variables
 from ..graph._node_types import is_graph_node
+from ._abstract import as_abstract as as_abstract
 from ._spmd_axes import PARTITION_NAME as PARTITION_NAME
 from ._spmd_axes import add_axis as add_axis
 from ._spmd_axes import remove_axis as remove_axis

@@ -1,0 +1,64 @@
+"""``as_abstract``: attach shardings to the abstract Variables of ``nnx.eval_shape``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+from jax.sharding import NamedSharding, PartitionSpec
+
+from ..graph._map import map_leaves
+from ..graph._variables import Variable
+from ._spmd_rules import get_logical_axis_rules, logical_to_mesh_axes
+
+
+def _spec(v: Variable, names: tuple) -> PartitionSpec:
+  rules = v._metadata.get("sharding_rules") or get_logical_axis_rules()
+  return logical_to_mesh_axes(names, rules) if rules else PartitionSpec(*names)
+
+
+def as_abstract(tree: Any, graph: bool | None = None) -> Any:
+  """A copy of ``tree`` whose abstract Variables carry a ``NamedSharding``.
+
+  Each Variable holding a ``jax.ShapeDtypeStruct`` without a sharding, whose
+  metadata names its axes (``sharding`` or flax's ``out_sharding``), gets a
+  ``NamedSharding`` on its ``mesh`` metadata, else on the current abstract
+  mesh (``jax.sharding.get_abstract_mesh()``, set by ``jax.set_mesh``).
+  Logical names go through the Variable's ``sharding_rules`` or the context
+  rules. Other leaves are kept.
+
+  Args:
+    tree: a graph node (e.g. the result of ``nnx.eval_shape``).
+    graph: False for tree mode (no shared references allowed).
+
+  Returns:
+    The annotated copy.
+
+  Raises:
+    SharedReferenceError: in tree mode, if an object is found at two paths.
+
+  Example:
+    >>> import jax, nnx_eqx as nnx
+    >>> mesh = jax.make_mesh((1,), ("model",))
+    >>> abstract = nnx.eval_shape(lambda: nnx.Param(
+    ...   jax.numpy.ones((2, 4)), sharding=(None, "model"), mesh=mesh))
+    >>> nnx.as_abstract(abstract).value.sharding.spec
+    P(None, 'model')
+  """
+
+  def add_sharding(path: tuple, x: Any) -> Any:
+    if not isinstance(x, Variable):
+      return x
+    value = x._value
+    if not isinstance(value, jax.ShapeDtypeStruct) or value.sharding is not None:
+      return x
+    names = x._metadata.get("sharding") or x._metadata.get("out_sharding")
+    if not names:
+      return x
+    mesh = x._metadata.get("mesh") or jax.sharding.get_abstract_mesh()
+    if not mesh.axis_names:
+      return x
+    sharding = NamedSharding(mesh, _spec(x, tuple(names)))
+    return x.replace(jax.ShapeDtypeStruct(value.shape, value.dtype, sharding=sharding))
+
+  return map_leaves(add_sharding, tree, graph=graph)
