@@ -1,5 +1,6 @@
 """Tree mode (graph=False) of the graph API, splitting single leaves, GraphDef views."""
 
+import jax
 import jax.numpy as jnp
 import pytest
 
@@ -176,3 +177,10 @@ def test_iter_graph_is_post_order_with_nodes_once_and_arrays_at_every_path():
   got = [(p, n) for p, n in nnx.iter_graph(root)]
   assert [p for p, _ in got] == [("x", "a"), ("x", "b"), ("x",), ("y",), ()]
   assert [n for _, n in got][2] is child and got[-1][1] is root and got[3][1] is arr
+
+
+def test_tree_mode_rejects_a_shared_jax_ref_in_a_plain_container():
+  ref = jax.new_ref(jnp.array(1.0))
+  with pytest.raises(nnx.SharedReferenceError, match=r"same Ref object is found at paths 0 and 1"):
+    nnx.split([ref, ref], graph=False)
+  nnx.split([ref, ref])  # graph mode accepts it
