@@ -37,6 +37,9 @@ from .module import RngKey as RngKey
 from .module import Rngs as Rngs
 from .module import RngState as RngState
 from .module import RngStream as RngStream
+from .module import view as view
+from .module import view_info as view_info
+from .module import with_attributes as with_attributes
 from .graph import State as State
 from .graph import BatchStat as BatchStat
 from .graph import Cache as Cache

@@ -14,3 +14,6 @@ from ._rngs import RngKey as RngKey
 from ._rngs import Rngs as Rngs
 from ._rngs import RngState as RngState
 from ._rngs import RngStream as RngStream
+from ._views import view as view
+from ._views import view_info as view_info
+from ._views import with_attributes as with_attributes

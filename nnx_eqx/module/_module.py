@@ -209,7 +209,11 @@ class Module:
 
   # -- flags ----------------------------------------------------------------
   def set_attributes(
-    self, *filters: Filter, raise_if_not_found: bool = True, **attributes: Any
+    self,
+    *filters: Filter,
+    raise_if_not_found: bool = True,
+    graph: bool | None = None,
+    **attributes: Any,
   ) -> None:
     """Sets ``attributes`` on every submodule that already has them.
 
@@ -217,11 +221,13 @@ class Module:
       *filters: only modules matching these filters (types, predicates) are
         changed; none means all.
       raise_if_not_found: raise if some attribute exists on no module.
+      graph: accepted for flax compatibility (graph and tree mode agree here).
       **attributes: e.g. ``deterministic=True``.
 
     Raises:
-      UnknownAttributeError: if ``raise_if_not_found`` and an attribute name is not an
-        attribute of any selected module (the name is given).
+      UnknownAttributeError: (an ``AttributeError`` and ``ValueError``) if
+        ``raise_if_not_found`` and an attribute name is not an attribute of any
+        selected module (the name is given).
 
     Example:
       >>> import nnx_eqx as nnx
@@ -230,6 +236,7 @@ class Module:
       >>> d.deterministic
       True
     """
+    del graph
     preds = [to_predicate(f) for f in filters]
     found: set[str] = set()
     for path, m in _graph.iter_modules(self):
@@ -242,7 +249,8 @@ class Module:
     missing = set(attributes) - found
     if raise_if_not_found and missing:
       raise UnknownAttributeError(
-        f"set_attributes: no module has the attribute(s) {sorted(missing)}."
+        "set_attributes: Could not find at least one instance of the following"
+        f" attributes: {sorted(missing)} (no module has the attribute(s) {sorted(missing)})."
         " Fix: check the spelling, or pass raise_if_not_found=False."
       )
 
