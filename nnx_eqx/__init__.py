@@ -38,6 +38,15 @@ from .module import Rngs as Rngs
 from .module import RngState as RngState
 from .module import RngStream as RngStream
 from .module import view as view
+from .module import SowError as SowError
+from .module import iter_children as iter_children
+from .module import Data as Data
+from .module import Pytree as Pytree
+from .module import PytreeDataError as PytreeDataError
+from .module import data as data
+from .module import is_data as is_data
+from .module import register_data_type as register_data_type
+from .module import static as static
 from .module import view_info as view_info
 from .module import with_attributes as with_attributes
 from .graph import State as State
@@ -186,7 +195,6 @@ from .legacy import Node as Node
 from .legacy import Static as Static
 from .legacy import is_node_leaf as is_node_leaf
 from .legacy import register_node_type as register_node_type
-from .legacy import Pytree as Pytree
 from .legacy import TreeNode as TreeNode
 from .legacy import UnknownFieldError as UnknownFieldError
 from .legacy import TrainState as TrainState

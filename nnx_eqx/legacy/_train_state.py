@@ -1,4 +1,6 @@
-"""``nnx.TrainState``: the seeds' functional training state over optax, built on ``nnx.Pytree``."""
+"""``nnx.TrainState``: the seeds' functional training state over optax.
+
+Built on ``nnx.legacy.Pytree``."""
 
 from __future__ import annotations
 

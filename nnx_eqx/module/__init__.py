@@ -9,6 +9,8 @@ from ._containers import Map as Map
 from ._containers import Sequence as Sequence
 from ._containers import Sequential as Sequential
 from ._module import Module as Module
+from ._module import SowError as SowError
+from ._module import iter_children as iter_children
 from ._rngs import RngCount as RngCount
 from ._rngs import RngKey as RngKey
 from ._rngs import Rngs as Rngs
@@ -17,3 +19,10 @@ from ._rngs import RngStream as RngStream
 from ._views import view as view
 from ._views import view_info as view_info
 from ._views import with_attributes as with_attributes
+from ._pytree import Data as Data
+from ._pytree import Pytree as Pytree
+from ._pytree import PytreeDataError as PytreeDataError
+from ._pytree import data as data
+from ._pytree import is_data as is_data
+from ._pytree import register_data_type as register_data_type
+from ._pytree import static as static

@@ -13,7 +13,8 @@ from ..graph import _graph, _version
 from ..graph._errors import NnxError
 from ..graph._graph import NodeImpl
 from ..graph._tracing import check_trace
-from ._module import CONTAINERS, Module, _containerize
+from ._module import Module
+from ._pytree import CONTAINERS, DataLeaf, _containerize, _unwrap, is_data, unwrap_marker
 
 
 class List(Module, MutableSequence):
@@ -31,8 +32,10 @@ class List(Module, MutableSequence):
     (3, [0, 1, 2])
   """
 
+  _nnx_container = True
+
   def __init__(self, items: Iterable[Any] = ()):
-    self.__dict__["_nnx_items"] = [_containerize(x) for x in items]
+    self.__dict__["_nnx_items"] = [_item(x) for x in items]
 
   def _mutate(self) -> list:
     d = self.__dict__
@@ -44,14 +47,14 @@ class List(Module, MutableSequence):
   def __getitem__(self, i):
     items = self.__dict__["_nnx_items"]
     if isinstance(i, slice):
-      return items[i]
-    return items[i]
+      return [_unwrap(x) for x in items[i]]
+    return _unwrap(items[i])
 
   def __setitem__(self, i, value):
     if isinstance(i, slice):
-      self._mutate()[i] = [_containerize(v) for v in value]
+      self._mutate()[i] = [_item(v) for v in value]
     else:
-      self._mutate()[i] = _containerize(value)
+      self._mutate()[i] = _item(value)
 
   def __delitem__(self, i):
     del self._mutate()[i]
@@ -60,25 +63,34 @@ class List(Module, MutableSequence):
     return len(self.__dict__["_nnx_items"])
 
   def __iter__(self) -> Iterator[Any]:
-    return iter(self.__dict__["_nnx_items"])
+    return map(_unwrap, self.__dict__["_nnx_items"])
 
   def append(self, value) -> None:
-    self._mutate().append(_containerize(value))
+    self._mutate().append(_item(value))
 
   def extend(self, values: Iterable[Any]) -> None:
-    self._mutate().extend(_containerize(v) for v in values)
+    self._mutate().extend(_item(v) for v in values)
 
   def __contains__(self, value) -> bool:
-    return any(x is value or x == value for x in self.__dict__["_nnx_items"])
+    return any(x is value or x == value for x in self)
 
   def __reversed__(self) -> Iterator[Any]:
-    return reversed(self.__dict__["_nnx_items"])
+    return map(_unwrap, reversed(self.__dict__["_nnx_items"]))
 
   def insert(self, i: int, value) -> None:
-    self._mutate().insert(i, _containerize(value))
+    self._mutate().insert(i, _item(value))
 
   def pop(self, i: int = -1):
-    return self._mutate().pop(i)
+    return _unwrap(self._mutate().pop(i))
+
+
+def _item(value: Any) -> Any:
+  """A List element as stored: ``nnx.data``/``nnx.static`` markers unwrapped, a
+  data-marked plain value boxed as a leaf, lists/dicts of nodes containerized."""
+  value, marked = unwrap_marker(value)
+  if marked and not is_data(value) and value is not None:
+    return DataLeaf(value)
+  return _containerize(value)
 
 
 class Sequence(List):
@@ -138,7 +150,7 @@ class Sequential(Sequence):
   @property
   def layers(self) -> list[Any]:
     """The layers, in call order (a plain list; the Sequential owns them)."""
-    return self.__dict__["_nnx_items"]
+    return list(self)
 
 
 def _list_children(obj) -> list:
@@ -188,6 +200,8 @@ class Dict(Module, MutableMapping):
     >>> sorted(heads), type(heads.b).__name__
     (['a', 'b'], 'Linear')
   """
+
+  _nnx_container = True
 
   def __init__(self, items: Mapping[str, Any] | Iterable[tuple[str, Any]] = (), /, **kwargs: Any):
     for k, v in dict(items, **kwargs).items():
