@@ -51,6 +51,7 @@ from .module import view_info as view_info
 from .module import with_attributes as with_attributes
 from .graph import State as State
 from .graph import BatchStat as BatchStat
+from .graph import as_pure as as_pure
 from .graph import Cache as Cache
 from .graph import Intermediate as Intermediate
 from .graph import Param as Param

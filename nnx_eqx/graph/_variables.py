@@ -144,27 +144,42 @@ class Variable(MetadataMethods, Generic[A]):
   raw_value = value
 
   def get_value(self) -> A:
-    """Returns the value (flax.nnx spelling)."""
+    """Returns the value (flax.nnx spelling).
+
+    Subclasses may override it to transform what indexing (``v[...]``) reads;
+    ``get_raw_value`` always returns the stored value.
+    """
     return self._value
 
   def set_value(self, new: A) -> None:
-    """Sets the value (flax.nnx spelling); same checks as ``.value = new``."""
+    """Sets the value (flax.nnx spelling); same checks as ``.value = new``.
+
+    Subclasses may override it to transform what item assignment
+    (``v[...] = x``) stores; ``set_raw_value`` stores as given.
+    """
+    self.value = new
+
+  def get_raw_value(self) -> A:
+    """The stored value, bypassing any ``get_value`` override."""
+    return self._value
+
+  def set_raw_value(self, new: A) -> None:
+    """Stores ``new`` as is, bypassing any ``set_value`` override."""
     self.value = new
 
   def __getitem__(self, idx):
-    return self._value[idx]  # type: ignore[index]
+    return self.get_value()[idx]  # type: ignore[index]
 
   def __setitem__(self, idx, new):
-    if idx is Ellipsis and not hasattr(self._value, "at"):
-      self.value = new
-      return
-    value = self._value
-    if isinstance(value, jax.Array) or hasattr(value, "at"):
-      self.value = value.at[idx].set(_unwrap(new))  # type: ignore[union-attr]
+    value = self.get_raw_value()
+    if idx is Ellipsis and not hasattr(value, "at"):
+      self.set_value(new)
+    elif isinstance(value, jax.Array) or hasattr(value, "at"):
+      self.set_value(value.at[idx].set(_unwrap(new)))  # type: ignore[union-attr]
     else:
       value = np.array(value)
       value[idx] = _unwrap(new)
-      self.value = value
+      self.set_value(value)  # type: ignore[arg-type]
 
   # -- metadata -----------------------------------------------------------
   @property
@@ -444,3 +459,30 @@ def _init_subclass(cls, **kwargs):
 Variable.__init_subclass__ = classmethod(_init_subclass)  # type: ignore[assignment]
 for _cls in (Variable, Param, BatchStat, Cache, Intermediate):
   register_variable_pytree(_cls)
+
+
+def as_pure(tree: Any) -> Any:
+  """``tree`` with every Variable replaced by its raw value (metadata dropped).
+
+  Useful to compare or export States as plain arrays.
+
+  Args:
+    tree: any pytree (a State, a tuple of States, a list of Variables).
+
+  Returns:
+    The same structure with Variables swapped for their values.
+
+  Raises:
+    TypeError: never; non-Variable leaves are kept as they are.
+
+  Example:
+    >>> import jax, jax.numpy as jnp, nnx_eqx as nnx
+    >>> pure = nnx.as_pure(nnx.state(nnx.Linear(2, 3, rngs=nnx.Rngs(0))))
+    >>> type(pure["kernel"]).__name__, pure["kernel"].shape
+    ('ArrayImpl', (2, 3))
+  """
+  return jax.tree.map(
+    lambda x: x.get_raw_value() if isinstance(x, Variable) else x,
+    tree,
+    is_leaf=lambda x: isinstance(x, Variable),
+  )
