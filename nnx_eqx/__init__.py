@@ -4,6 +4,7 @@
 """
 
 from . import filters as filters
+from . import variablelib as variablelib
 from .module import Dict as Dict
 from .module import List as List
 from .module import Map as Map
@@ -38,6 +39,7 @@ from .module import Rngs as Rngs
 from .module import RngState as RngState
 from .module import RngStream as RngStream
 from .module import view as view
+from .module import with_vars as with_vars
 from .module import SowError as SowError
 from .module import iter_children as iter_children
 from .module import Data as Data

@@ -1,9 +1,10 @@
 """Variable get_value/set_value overrides seen by indexing, raw access, nnx.as_pure,
-and Optimizer.update returning a State of updates for State grads."""
+and Optimizer.update returning a State of updates for State grads; ref mode and with_vars."""
 
 import jax
 import jax.numpy as jnp
 import optax
+import pytest
 
 import nnx_eqx as nnx
 from nnx_eqx.testing import assert_trees_close, assert_trees_equal
@@ -53,3 +54,29 @@ def test_optimizer_update_returns_state_for_state_grads():
   updates = opt.update(model, grads)
   assert isinstance(updates, nnx.State)
   assert_trees_close(updates["bias"], -0.5 * nnx.as_pure(grads)["bias"])
+
+
+def test_ref_mode_variables_read_and_write_through_the_ref():
+  v = nnx.Variable(jnp.array(1), ref=True)
+  assert v.ref and isinstance(v.get_raw_value(), jax.Ref) and int(v[...]) == 1
+  ref = v.get_raw_value()
+  v += 1
+  assert v.get_raw_value() is ref and int(v.value) == 2
+  assert not v.copy(ref=False).ref and v.copy().get_raw_value() is not ref
+  assert not v.hijax
+  assert not isinstance(nnx.Variable(1.0, hijax=True), nnx.variablelib.HijaxVariable)
+  with nnx.var_defaults(ref=True):
+    assert nnx.Variable(jnp.ones(1)).ref
+  assert not nnx.Variable(jnp.ones(1)).ref
+
+
+def test_with_vars_converts_selected_variables_in_a_copy():
+  m = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+  r = nnx.with_vars(m, ref=True, only=lambda path, v: path[-1] == "kernel")
+  assert r.kernel.ref and not r.bias.ref and r.bias is m.bias and not m.kernel.ref
+  assert_trees_close(r(jnp.ones((1, 2))), m(jnp.ones((1, 2))))
+  shared = nnx.Variable(jnp.ones(1))
+  with pytest.raises(ValueError, match="Found duplicate at paths 0 and 1"):
+    nnx.with_vars([shared, shared], ref=True)
+  both = nnx.with_vars([shared, shared], ref=True, allow_duplicates=True)
+  assert both[0] is both[1] and both[0].ref

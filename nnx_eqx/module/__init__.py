@@ -26,3 +26,4 @@ from ._pytree import data as data
 from ._pytree import is_data as is_data
 from ._pytree import register_data_type as register_data_type
 from ._pytree import static as static
+from ._views import with_vars as with_vars

@@ -14,10 +14,11 @@ from __future__ import annotations
 import inspect
 from typing import Any, TypeVar
 
-from ..graph._errors import UnknownAttributeError
+from ..graph._errors import GraphStructureError, UnknownAttributeError
 from ..graph._filters import Filter, to_predicate
 from ..graph._graph import is_node
-from ._module import Module
+from ..graph._variables import Variable
+from ._pytree import Pytree
 
 A = TypeVar("A")
 
@@ -30,12 +31,19 @@ MODE_FLAGS: dict[str, str] = {
 """Attributes that ``nnx.view`` sets on Modules that define no ``set_view``."""
 
 
-def _copy_graph(node: Any, visit, memo: dict[int, Any]) -> Any:
-  """Copies every Module reachable from ``node`` (sharing preserved), calling
-  ``visit(path, copy)`` on each copy; Variables and arrays are kept as they are."""
+def _copy_graph(node: Any, visit, memo: dict[int, Any], var=None) -> Any:
+  """Copies every Pytree/Module reachable from ``node`` (sharing preserved), calling
+  ``visit(path, copy)`` on each copy. Variables are replaced by ``var(path, v)``
+  (once per Variable) when given, else kept; arrays are kept."""
 
   def rec(x: Any, path: tuple) -> Any:
-    if isinstance(x, Module):
+    if isinstance(x, Variable):
+      if var is None:
+        return x
+      if id(x) not in memo:
+        memo[id(x)] = var(path, x)
+      return memo[id(x)]
+    if isinstance(x, Pytree):
       if id(x) in memo:
         return memo[id(x)]
       new = object.__new__(type(x))
@@ -283,4 +291,99 @@ def view_info(node: Any, /, *, only: Filter = ..., graph: bool | None = None) ->
   return "\n".join(line for _, lines in ordered for line in lines)
 
 
-__all__ = ["MODE_FLAGS", "view", "with_attributes", "view_info"]
+def with_vars(
+  node: A,
+  /,
+  *,
+  ref: bool | None = None,
+  hijax: bool | None = None,
+  mutable: bool | None = None,
+  only: Filter = ...,
+  allow_duplicates: bool = False,
+) -> A:
+  """A copy of ``node`` whose selected Variables are copies in another storage mode.
+
+  ``ref=True`` stores each selected Variable's value in a ``jax.Ref`` (ref
+  mode), ``ref=False`` in a plain array. Modules and Pytrees are copied; other
+  Variables are shared with the original.
+
+  Args:
+    node: a Module, Pytree, Variable, or list/tuple/dict of them.
+    ref: the storage mode to switch the selected Variables to.
+    hijax: accepted for flax compatibility (Variables are never hijax here).
+    mutable: accepted for flax compatibility.
+    only: a filter selecting the Variables to convert (default: all).
+    allow_duplicates: allow a selected Variable to be reachable from several
+      paths (all of them then see the one copy).
+
+  Returns:
+    The new structure.
+
+  Raises:
+    GraphStructureError: (a ``ValueError``) if a selected Variable is reachable
+      from several paths and ``allow_duplicates`` is False; both paths are named.
+
+  Example:
+    >>> import nnx_eqx as nnx
+    >>> m = nnx.Linear(1, 1, rngs=nnx.Rngs(0))
+    >>> r = nnx.with_vars(m, ref=True)
+    >>> r.kernel.ref, m.kernel.ref, r.kernel.shape
+    (True, False, (1, 1))
+  """
+  del hijax, mutable
+  pred = to_predicate(only)
+  seen: dict[int, tuple] = {}
+
+  def convert(path: tuple, v: Variable) -> Variable:
+    if ref is None or v.ref == ref or not pred(path, v):
+      return v
+    return v.copy(ref=ref)
+
+  def var(path: tuple, v: Variable) -> Variable:
+    return convert(path, v)
+
+  def check(path: tuple, v: Variable) -> None:
+    if id(v) in seen and not allow_duplicates and convert(path, v) is not v:
+      raise GraphStructureError(
+        f"with_vars: Found duplicate at paths {_path(seen[id(v)])} and {_path(path)}: the"
+        " same Variable is reachable twice. Fix: pass allow_duplicates=True, or give"
+        " each path its own Variable."
+      )
+    seen.setdefault(id(v), path)
+
+  _walk_vars(node, check)
+  return _copy_graph(node, lambda path, m: None, {}, var=var)
+
+
+def _path(path: tuple) -> str:
+  return "/".join(map(str, path)) or "<root>"
+
+
+def _walk_vars(node: Any, fn) -> None:
+  """Calls ``fn(path, variable)`` at every path where a Variable is reached."""
+  visited: set[int] = set()
+
+  def rec(x: Any, path: tuple) -> None:
+    if isinstance(x, Variable):
+      fn(path, x)
+    elif isinstance(x, Pytree):
+      if id(x) in visited:
+        return
+      visited.add(id(x))
+      d = x.__dict__
+      for i, v in enumerate(d.get("_nnx_items", ())):
+        rec(v, path + (i,))
+      for k in sorted(d):
+        if not k.startswith("_nnx_"):
+          rec(d[k], path + (k,))
+    elif type(x) in (list, tuple):
+      for i, v in enumerate(x):
+        rec(v, path + (i,))
+    elif type(x) is dict:
+      for k, v in x.items():
+        rec(v, path + (k,))
+
+  rec(node, ())
+
+
+__all__ = ["MODE_FLAGS", "view", "with_attributes", "view_info", "with_vars"]
