@@ -106,7 +106,8 @@ def test_reserved_metadata_and_non_module_classes_are_rejected():
   with pytest.raises(nnx.DataclassError, match="reserved key 'nnx_box'"):
     nnx.param_field(metadata={"nnx_box": 1})
   with pytest.raises(
-    nnx.DataclassError, match="decorates subclasses of nnx.Module or nnx.Pytree, got 'Plain'"
+    nnx.DataclassError,
+    match="nnx.Module, nnx.Pytree or nnx.legacy.Pytree, got 'Plain'",
   ):
 
     @nnx.dataclass
@@ -134,7 +135,7 @@ def test_subclass_calling_super_init_gets_wrapped_fields():
 
 
 @nnx.dataclass
-class Params(nnx.Pytree):
+class Params(nnx.legacy.Pytree):
   w: jax.Array = nnx.param_field()
   table: np.ndarray = nnx.static_field()
   opt: dict = nnx.node_field()
@@ -156,7 +157,7 @@ def test_pytree_dataclass_is_immutable_wraps_and_unwraps():
 
 def test_plain_dataclass_on_a_pytree_is_wrapped_too():
   @dataclasses.dataclass
-  class Plain(nnx.Pytree):
+  class Plain(nnx.legacy.Pytree):
     w: jax.Array = nnx.param_field()
 
   assert type(vars(Plain(jnp.ones(1)))["w"]) is nnx.Param

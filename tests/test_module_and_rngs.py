@@ -51,7 +51,7 @@ def test_sow_and_pop_state():
   inter = m.pop_state(nnx.Intermediate)
   assert len(inter.y.value) == 2 and not hasattr(m, "y")
   m.z = nnx.Param(jnp.ones(1))
-  with pytest.raises(nnx.NnxError, match="attribute 'z' of Linear holds a Param"):
+  with pytest.raises(nnx.NnxError, match="'z' of Linear to be of type Intermediate, got Param"):
     m.sow(nnx.Intermediate, "z", 1)
 
 

@@ -1,4 +1,4 @@
-"""nnx.Pytree (the seeds' pytreelib): immutability, replace, children vs static, jit."""
+"""nnx.legacy.Pytree (the seeds' pytreelib): immutability, replace, children vs static, jit."""
 
 import jax
 import jax.numpy as jnp
@@ -12,13 +12,13 @@ import nnx_eqx as nnx
 from nnx_eqx.testing import TraceCounter, assert_no_retrace, assert_trees_equal, graphs, same_graph
 
 
-class Point(nnx.Pytree):
+class Point(nnx.legacy.Pytree):
   def __init__(self, x, name):
     self.x = x
     self.name = name
 
 
-class Counter(nnx.Pytree, mutable=True):
+class Counter(nnx.legacy.Pytree, mutable=True):
   def __init__(self):
     self.n = 0
 
@@ -27,7 +27,7 @@ def test_immutable_after_init_with_a_message_naming_the_attribute():
   p = Point(jnp.ones(2), "a")
   with pytest.raises(nnx.ImmutableError, match=r"cannot set attribute 'x'.*replace\(x=\.\.\.\)"):
     p.x = jnp.zeros(2)
-  with pytest.raises(AttributeError, match=r"class Point\(nnx.Pytree, mutable=True\)"):
+  with pytest.raises(AttributeError, match=r"class Point\(nnx.legacy.Pytree, mutable=True\)"):
     p.y = 1
   with pytest.raises(nnx.ImmutableError, match="cannot delete attribute 'name'"):
     del p.name
@@ -68,7 +68,7 @@ def test_children_and_static_follow_the_node_rules():
   tx = optax.sgd(0.1)
   lin = nnx.Linear(1, 1, rngs=nnx.Rngs(0))
 
-  class Many(nnx.Pytree):
+  class Many(nnx.legacy.Pytree):
     def __init__(self):
       self.array = jnp.ones(1)
       self.np_array = np.ones(1)
@@ -99,7 +99,7 @@ def test_children_and_static_follow_the_node_rules():
 
 
 def test_assignment_rewraps_in_the_same_container():
-  class Box(nnx.Pytree, mutable=True):
+  class Box(nnx.legacy.Pytree, mutable=True):
     def __init__(self):
       self.p = nnx.Param(jnp.ones(2), tag="w")
       self.s = nnx.Static("a")

@@ -47,6 +47,7 @@ from ._graph import update as update
 from ._graph import variables as variables
 from ._state import State as State
 from ._variables import BatchStat as BatchStat
+from ._variables import as_pure as as_pure
 from ._variables import Cache as Cache
 from ._variables import Intermediate as Intermediate
 from ._variables import Param as Param

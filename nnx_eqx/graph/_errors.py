@@ -63,7 +63,7 @@ class ImmutableError(NnxError, AttributeError):
   """An attribute of an immutable object (e.g. a frozen ``nnx.Pytree``) was set."""
 
 
-class UnknownAttributeError(NnxError, AttributeError):
+class UnknownAttributeError(NnxError, AttributeError, ValueError):
   """``set_attributes`` (or ``train``/``eval`` overrides) named an attribute that
   no selected module has."""
 

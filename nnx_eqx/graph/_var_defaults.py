@@ -1,9 +1,9 @@
 """``var_defaults``: defaults for the ``hijax``/``ref`` options of new Variables.
 
 flax.nnx 0.12 can back Variables by mutable array references (``hijax``/``ref``).
-nnx_eqx Variables are always plain boxes; the defaults are recorded (so code
-that sets them runs) and reported by ``var_defaults()``, but do not change how
-Variables are stored.
+The ``ref`` default applies to new nnx_eqx Variables (their value is stored in
+a ``jax.Ref``); ``hijax`` is recorded (so code that sets it runs) and reported
+by ``var_defaults()``, but nnx_eqx Variables are never hijax types.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ import numpy as np
 
 from . import _version
 from ._tracing import check_trace, current_trace
+from ._var_defaults import _DEFAULTS
 from ._variable_metadata import MetadataMethods
 
 A = TypeVar("A")
@@ -83,8 +84,20 @@ def new_variable(cls: type, value: Any, metadata: dict, trace: Any) -> Variable:
   return v
 
 
+_Ref = jax.Ref
+
+
+def _read(v):
+  """A stored value as an array: a ``jax.Ref`` (ref mode) is read with ``ref[...]``."""
+  return v[...] if isinstance(v, _Ref) else v
+
+
+def _to_ref(value):
+  return value if isinstance(value, _Ref) else jax.new_ref(jax.numpy.asarray(value))
+
+
 def _unwrap(x):
-  return x._value if isinstance(x, Variable) else x
+  return _read(x._value) if isinstance(x, Variable) else x
 
 
 class Variable(MetadataMethods, Generic[A]):
@@ -100,7 +113,10 @@ class Variable(MetadataMethods, Generic[A]):
     value: the wrapped value (usually a ``jax.Array``), or a
       :class:`VariableMetadata`, whose metadata is merged in.
     **metadata: free-form metadata, read back as attributes
-      (``v.sharding``); ``sharding`` holds logical axis names.
+      (``v.sharding``); ``sharding`` holds logical axis names. ``ref=True``
+      (default: ``nnx.var_defaults().ref``) stores the value in a ``jax.Ref``
+      (reads give arrays, writes update the ref in place); ``hijax`` is
+      accepted for flax compatibility and ignored (never hijax here).
 
   Raises:
     TraceContextError: when ``value`` is set from a JAX trace other than the one
@@ -125,6 +141,10 @@ class Variable(MetadataMethods, Generic[A]):
       value = value.value
     if isinstance(value, Variable):
       value = value._value
+    metadata.pop("hijax", None)
+    ref = metadata.pop("ref", None)
+    if ref if ref is not None else _DEFAULTS["ref"]:
+      value = _to_ref(value)
     d = self.__dict__
     d["_value"] = value
     d["_metadata"] = metadata
@@ -133,38 +153,71 @@ class Variable(MetadataMethods, Generic[A]):
   # -- value access -------------------------------------------------------
   @property
   def value(self) -> A:
-    """The wrapped value."""
-    return self._value
+    """The wrapped value (read out of the ``jax.Ref`` in ref mode)."""
+    return _read(self._value)
 
   @value.setter
   def value(self, new: A) -> None:
     check_trace(self._trace, f"{type(self).__name__}")
-    self.__dict__["_value"] = _unwrap(new)
+    new = new._value if isinstance(new, Variable) else new
+    old = self.__dict__["_value"]
+    if isinstance(old, _Ref) and not isinstance(new, _Ref):
+      old[...] = new
+    else:
+      self.__dict__["_value"] = new
 
-  raw_value = value
+  @property
+  def ref(self) -> bool:
+    """True in ref mode: the value is stored in a ``jax.Ref``."""
+    return isinstance(self._value, _Ref)
+
+  @property
+  def hijax(self) -> bool:
+    """Always False: nnx_eqx Variables are never hijax types (flax compatibility)."""
+    return False
+
+  @classmethod
+  def from_metadata(cls, value: Any, metadata: dict[str, Any]) -> Variable:
+    """A ``cls`` Variable from a value and a metadata dict (flax spelling)."""
+    return cls(value, **metadata)
 
   def get_value(self) -> A:
-    """Returns the value (flax.nnx spelling)."""
-    return self._value
+    """Returns the value (flax.nnx spelling).
+
+    Subclasses may override it to transform what indexing (``v[...]``) reads;
+    ``get_raw_value`` always returns the stored value.
+    """
+    return _read(self._value)
 
   def set_value(self, new: A) -> None:
-    """Sets the value (flax.nnx spelling); same checks as ``.value = new``."""
+    """Sets the value (flax.nnx spelling); same checks as ``.value = new``.
+
+    Subclasses may override it to transform what item assignment
+    (``v[...] = x``) stores; ``set_raw_value`` stores as given.
+    """
+    self.value = new
+
+  def get_raw_value(self) -> A:
+    """The stored value (the ``jax.Ref`` in ref mode), bypassing ``get_value`` overrides."""
+    return self._value
+
+  def set_raw_value(self, new: A) -> None:
+    """Stores ``new`` as is, bypassing any ``set_value`` override."""
     self.value = new
 
   def __getitem__(self, idx):
-    return self._value[idx]  # type: ignore[index]
+    return self.get_value()[idx]  # type: ignore[index]
 
   def __setitem__(self, idx, new):
-    if idx is Ellipsis and not hasattr(self._value, "at"):
-      self.value = new
-      return
-    value = self._value
-    if isinstance(value, jax.Array) or hasattr(value, "at"):
-      self.value = value.at[idx].set(_unwrap(new))  # type: ignore[union-attr]
+    value = _read(self.get_raw_value())
+    if idx is Ellipsis and not hasattr(value, "at"):
+      self.set_value(new)
+    elif isinstance(value, jax.Array) or hasattr(value, "at"):
+      self.set_value(value.at[idx].set(_unwrap(new)))  # type: ignore[union-attr]
     else:
       value = np.array(value)
       value[idx] = _unwrap(new)
-      self.value = value
+      self.set_value(value)  # type: ignore[arg-type]
 
   # -- metadata -----------------------------------------------------------
   @property
@@ -210,9 +263,26 @@ class Variable(MetadataMethods, Generic[A]):
     new._metadata.update(metadata)
     return new
 
-  def copy(self) -> Variable[A]:
-    """A shallow copy (same value object, copied metadata), owned by the current trace."""
-    return new_variable(type(self), self._value, dict(self._metadata), current_trace())
+  def copy(self, *, ref: bool | None = None, hijax: bool | None = None) -> Variable[A]:
+    """A shallow copy (copied metadata), owned by the current trace.
+
+    Args:
+      ref: ``True`` stores the copy's value in a new ``jax.Ref``, ``False`` in a
+        plain array; ``None`` keeps the mode (a ref-mode copy gets its own ref).
+      hijax: accepted for flax compatibility and ignored.
+
+    Example:
+      >>> import jax.numpy as jnp, nnx_eqx as nnx
+      >>> v = nnx.Param(jnp.ones(2))
+      >>> v.copy(ref=True).ref, v.copy().ref
+      (True, False)
+    """
+    del hijax
+    value = self._value
+    if ref is None:
+      ref = isinstance(value, _Ref)
+    value = jax.new_ref(_read(value)) if ref else _read(value)
+    return new_variable(type(self), value, dict(self._metadata), current_trace())
 
   @property
   def type(self) -> type:
@@ -222,40 +292,40 @@ class Variable(MetadataMethods, Generic[A]):
   # -- array-like protocol ------------------------------------------------
   @property
   def shape(self):
-    return np.shape(self._value)
+    return np.shape(_read(self._value))
 
   @property
   def dtype(self):
-    return getattr(self._value, "dtype", None) or np.result_type(self._value)
+    return getattr(self._value, "dtype", None) or np.result_type(self._value)  # Refs have .dtype
 
   @property
   def ndim(self) -> int:
-    return np.ndim(self._value)
+    return np.ndim(_read(self._value))
 
   @property
   def size(self) -> int:
-    return int(np.size(self._value))
+    return int(np.size(_read(self._value)))
 
   def __array__(self, dtype=None, copy=None):
-    return np.asarray(self._value, dtype=dtype)
+    return np.asarray(_read(self._value), dtype=dtype)
 
   def __len__(self) -> int:
-    return len(self._value)  # type: ignore[arg-type]
+    return len(_read(self._value))  # type: ignore[arg-type]
 
   def __iter__(self):
-    return iter(self._value)  # type: ignore[call-overload]
+    return iter(_read(self._value))  # type: ignore[call-overload]
 
   def __bool__(self) -> bool:
-    return bool(self._value)
+    return bool(_read(self._value))
 
   def __int__(self) -> int:
-    return int(self._value)  # type: ignore[call-overload]
+    return int(_read(self._value))  # type: ignore[call-overload]
 
   def __float__(self) -> float:
-    return float(self._value)  # type: ignore[arg-type]
+    return float(_read(self._value))  # type: ignore[arg-type]
 
   def __index__(self) -> int:
-    return operator.index(self._value)  # type: ignore[arg-type]
+    return operator.index(_read(self._value))  # type: ignore[arg-type]
 
   def _repr_pretty_(self, p, cycle):  # IPython
     p.text(repr(self))
@@ -265,18 +335,18 @@ def _binary(op, reflected=False):
   if reflected:
 
     def method(self, other):
-      return op(_unwrap(other), self._value)
+      return op(_unwrap(other), _read(self._value))
   else:
 
     def method(self, other):
-      return op(self._value, _unwrap(other))
+      return op(_read(self._value), _unwrap(other))
 
   return method
 
 
 def _inplace(op):
   def method(self, other):
-    self.value = op(self._value, _unwrap(other))
+    self.value = op(_read(self._value), _unwrap(other))
     return self
 
   return method
@@ -314,7 +384,7 @@ for _name, _op in {
 
 def _unary(op):
   def method(self):
-    return op(self._value)
+    return op(_read(self._value))
 
   return method
 
@@ -444,3 +514,30 @@ def _init_subclass(cls, **kwargs):
 Variable.__init_subclass__ = classmethod(_init_subclass)  # type: ignore[assignment]
 for _cls in (Variable, Param, BatchStat, Cache, Intermediate):
   register_variable_pytree(_cls)
+
+
+def as_pure(tree: Any) -> Any:
+  """``tree`` with every Variable replaced by its raw value (metadata dropped).
+
+  Useful to compare or export States as plain arrays.
+
+  Args:
+    tree: any pytree (a State, a tuple of States, a list of Variables).
+
+  Returns:
+    The same structure with Variables swapped for their values.
+
+  Raises:
+    TypeError: never; non-Variable leaves are kept as they are.
+
+  Example:
+    >>> import jax, jax.numpy as jnp, nnx_eqx as nnx
+    >>> pure = nnx.as_pure(nnx.state(nnx.Linear(2, 3, rngs=nnx.Rngs(0))))
+    >>> type(pure["kernel"]).__name__, pure["kernel"].shape
+    ('ArrayImpl', (2, 3))
+  """
+  return jax.tree.map(
+    lambda x: x.get_raw_value() if isinstance(x, Variable) else x,
+    tree,
+    is_leaf=lambda x: isinstance(x, Variable),
+  )

@@ -1,7 +1,7 @@
 """How declared dataclass fields are wrapped: the boxes behind ``nnx.param_field``,
 ``var_field``, ``node_field`` and ``static_field``, and ``box_fields`` that applies
 them to an object after ``__init__``. Shared by ``nnx.dataclass`` (Modules) and
-``nnx.Pytree``.
+``nnx.legacy.Pytree``.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..graph._variables import Param, Variable
 from ..module._module import Module
+from ..module._pytree import Pytree as NnxPytree
 from ._boxes import KEY, DataclassError, _Box, _boxes, box_fields
 from ._pytree import Pytree
 
@@ -61,7 +62,7 @@ def field(
   Example:
     >>> import nnx_eqx as nnx
     >>> @nnx.dataclass
-    ... class Cfg(nnx.Pytree):
+    ... class Cfg(nnx.legacy.Pytree):
     ...   sizes: tuple = nnx.field(default=(1, 2))
     >>> Cfg().sizes
     (1, 2)
@@ -224,7 +225,7 @@ def dataclass(
   from ``dataclasses.dataclass`` where Modules need it: ``eq=False`` (objects
   keep identity semantics; fields hold arrays) and ``repr=False`` (the base
   class's repr is kept). Frozen and slotted dataclasses are not offered: use
-  ``nnx.Pytree`` for immutability.
+  ``nnx.legacy.Pytree`` for immutability.
 
   Raises:
     DataclassError: if ``cls`` is not a Module or Pytree subclass, or a
@@ -254,9 +255,9 @@ def dataclass(
   )
 
   def wrap(c: Any) -> Any:
-    if not (isinstance(c, type) and issubclass(c, (Module, Pytree))):
+    if not (isinstance(c, type) and issubclass(c, (NnxPytree, Pytree))):
       raise DataclassError(
-        f"nnx.dataclass decorates subclasses of nnx.Module or nnx.Pytree, got"
+        f"nnx.dataclass decorates subclasses of nnx.Module, nnx.Pytree or nnx.legacy.Pytree, got"
         f" {getattr(c, '__name__', c)!r}. Fix: subclass one of them, or use"
         " dataclasses.dataclass for plain classes."
       )

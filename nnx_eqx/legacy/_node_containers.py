@@ -18,7 +18,7 @@ same holds here, on the graph engine of nnx_eqx:
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
 import jax
 import numpy as np
@@ -27,6 +27,7 @@ from ..graph import _node_types
 from ..graph._errors import GraphStructureError, ImmutableError
 from ..graph._repr import _leaf
 from ..graph._variables import Variable
+from ..module._pytree import STATIC_TAG
 
 A = TypeVar("A")
 
@@ -76,6 +77,10 @@ class Static(Generic[A]):
   __slots__ = ("_value", "_hash")
   _value: A
   _hash: int | None
+
+  def __class_getitem__(cls, item):
+    """``nnx.Static[T]`` in a class body annotates an attribute as static (flax 0.12)."""
+    return Annotated[item, STATIC_TAG]
 
   def __init__(self, value: A):
     if isinstance(value, Static):
@@ -146,7 +151,7 @@ def register_node_type(node_type: type) -> None:
 
   The seeds' ``nnx.register_node_type``. An attribute holding an instance is
   stored in the State (not in the GraphDef), is matched by filters as itself,
-  and counts as a child of :class:`nnx.Pytree`. To pass such a State through
+  and counts as a child of :class:`nnx.legacy.Pytree`. To pass such a State through
   ``jax.jit`` the type must also be a JAX pytree (or an array).
 
   Args:
@@ -168,7 +173,7 @@ def is_node_leaf(x: Any) -> bool:
   """True if ``x``, held by a Module attribute, is stored in the State.
 
   That is the seeds' ``nnx.is_node``: Variables (``Node``, ``Param``, ...),
-  JAX and NumPy arrays, ``nnx.Pytree`` and ``nnx.Pure`` objects, and instances
+  JAX and NumPy arrays, ``nnx.legacy.Pytree`` and ``nnx.Pure`` objects, and instances
   of types given to :func:`register_node_type`. Modules are graph nodes, not
   leaves (see ``nnx.is_graph_node``); ``nnx.is_node`` is True for Variables and
   graph nodes, the objects the graph engine tracks by identity.

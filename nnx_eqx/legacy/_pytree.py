@@ -1,7 +1,7 @@
-"""``nnx.Pytree``: immutable-by-default objects that are JAX pytrees (the seeds' pytreelib).
+"""``nnx.legacy.Pytree``: immutable-by-default objects that are JAX pytrees (the seeds' pytreelib).
 
 A Pytree's attributes are set in ``__init__``; afterwards the object is frozen
-and ``.replace(**changes)`` returns an updated copy (``class Foo(nnx.Pytree,
+and ``.replace(**changes)`` returns an updated copy (``class Foo(nnx.legacy.Pytree,
 mutable=True)`` opts out). As a pytree, an attribute is a *child* when its value
 is a node — a Variable (``TreeNode``, ``Node``, ``Param``, ...), an array, a
 State, a nested Pytree, a Module, or a registered node type — and *static*
@@ -43,7 +43,7 @@ class TreeNode(Node[A]):
 
   Example:
     >>> import optax, jax.numpy as jnp, nnx_eqx as nnx
-    >>> class Opt(nnx.Pytree):
+    >>> class Opt(nnx.legacy.Pytree):
     ...   def __init__(self, params, tx):
     ...     self.tx = tx                                    # static
     ...     self.opt_state = nnx.TreeNode(tx.init(params))  # child
@@ -93,7 +93,7 @@ class Pytree(metaclass=_PytreeMeta):
   otherwise it raises :class:`nnx.ImmutableError` and ``replace`` is the way to
   change a field. Children and static attributes follow the module docstring.
   A Pytree stored on a Module is a State leaf (the seeds registered Pytree as
-  a node type). Follows the seeds' ``nnx.Pytree``; works with ``nnx.dataclass``.
+  a node type). Follows the seeds' ``nnx.legacy.Pytree``; works with ``nnx.dataclass``.
 
   Raises:
     ImmutableError: when an attribute of an immutable Pytree is set or deleted
@@ -101,7 +101,7 @@ class Pytree(metaclass=_PytreeMeta):
 
   Example:
     >>> import jax, jax.numpy as jnp, nnx_eqx as nnx
-    >>> class Point(nnx.Pytree):
+    >>> class Point(nnx.legacy.Pytree):
     ...   def __init__(self, x, name):
     ...     self.x = x          # array: child
     ...     self.name = name    # str: static
@@ -131,7 +131,7 @@ class Pytree(metaclass=_PytreeMeta):
       raise ImmutableError(
         f"{type(self).__name__} is immutable: cannot set attribute {name!r} after"
         f" __init__. Fix: use `obj = obj.replace({name}=...)` to get an updated copy,"
-        f" or declare `class {type(self).__name__}(nnx.Pytree, mutable=True)`."
+        f" or declare `class {type(self).__name__}(nnx.legacy.Pytree, mutable=True)`."
       )
     d[name] = _rebox(d.get(name), value)
 
@@ -139,7 +139,7 @@ class Pytree(metaclass=_PytreeMeta):
     if _INIT not in self.__dict__ and not type(self)._pytree__mutable:
       raise ImmutableError(
         f"{type(self).__name__} is immutable: cannot delete attribute {name!r}."
-        f" Fix: declare `class {type(self).__name__}(nnx.Pytree, mutable=True)`."
+        f" Fix: declare `class {type(self).__name__}(nnx.legacy.Pytree, mutable=True)`."
       )
     object.__delattr__(self, name)
 
@@ -152,7 +152,7 @@ class Pytree(metaclass=_PytreeMeta):
 
     Example:
       >>> import nnx_eqx as nnx
-      >>> class Cfg(nnx.Pytree):
+      >>> class Cfg(nnx.legacy.Pytree):
       ...   def __init__(self, lr): self.lr = lr
       >>> Cfg(0.1).replace(lr=0.2).lr
       0.2

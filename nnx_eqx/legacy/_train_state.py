@@ -1,4 +1,6 @@
-"""``nnx.TrainState``: the seeds' functional training state over optax, built on ``nnx.Pytree``."""
+"""``nnx.TrainState``: the seeds' functional training state over optax.
+
+Built on ``nnx.legacy.Pytree``."""
 
 from __future__ import annotations
 
@@ -66,6 +68,33 @@ class TrainState(Pytree, Generic[M]):
     self.step: jax.Array = TreeNode(jnp.asarray(step, dtype=jnp.int32))  # type: ignore[assignment]
     for name, value in kwargs.items():
       setattr(self, name, value)
+
+  @classmethod
+  def create(
+    cls,
+    graphdef: GraphDef,
+    *,
+    params: State,
+    tx: optax.GradientTransformation,
+    step: Any = 0,
+    **kwargs: Any,
+  ) -> TrainState[M]:
+    """flax's constructor spelling: ``TrainState.create(graphdef, params=..., tx=...)``.
+
+    Same arguments as the class itself; subclasses that declare extra fields
+    (``batch_stats: nnx.State``) receive them through ``**kwargs``.
+
+    Raises:
+      ImmutableError: never for valid fields; fields are set during construction.
+
+    Example:
+      >>> import optax, nnx_eqx as nnx
+      >>> graphdef, params = nnx.split(nnx.Linear(2, 1, rngs=nnx.Rngs(0)), nnx.Param)
+      >>> state = nnx.TrainState.create(graphdef, params=params, tx=optax.sgd(0.1))
+      >>> int(state.step)
+      0
+    """
+    return cls(graphdef, params=params, tx=tx, step=step, **kwargs)
 
   @property
   def moduledef(self) -> GraphDef:

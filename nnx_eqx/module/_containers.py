@@ -6,20 +6,23 @@ into ``nnx.List``/``nnx.Dict`` automatically, so in-place mutation is tracked.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, MutableSequence
 from typing import Any
 
 from ..graph import _graph, _version
 from ..graph._errors import NnxError
 from ..graph._graph import NodeImpl
 from ..graph._tracing import check_trace
-from ._module import CONTAINERS, Module, _containerize
+from ._module import Module
+from ._pytree import CONTAINERS, DataLeaf, _containerize, _unwrap, is_data, unwrap_marker
 
 
-class List(Module):
+class List(Module, MutableSequence):
   """A list of nodes (Modules, Variables, arrays) that is itself a Module.
 
   Its paths are integer indices: ``nnx.state(List([a, b]))`` has keys ``0, 1``.
+  It is a ``MutableSequence``: slicing reads return plain lists, slice
+  assignment and deletion work as on a list.
 
   Example:
     >>> import nnx_eqx as nnx
@@ -29,8 +32,10 @@ class List(Module):
     (3, [0, 1, 2])
   """
 
+  _nnx_container = True
+
   def __init__(self, items: Iterable[Any] = ()):
-    self.__dict__["_nnx_items"] = [_containerize(x) for x in items]
+    self.__dict__["_nnx_items"] = [_item(x) for x in items]
 
   def _mutate(self) -> list:
     d = self.__dict__
@@ -42,11 +47,14 @@ class List(Module):
   def __getitem__(self, i):
     items = self.__dict__["_nnx_items"]
     if isinstance(i, slice):
-      return type(self)(items[i])
-    return items[i]
+      return [_unwrap(x) for x in items[i]]
+    return _unwrap(items[i])
 
   def __setitem__(self, i, value):
-    self._mutate()[i] = _containerize(value)
+    if isinstance(i, slice):
+      self._mutate()[i] = [_item(v) for v in value]
+    else:
+      self._mutate()[i] = _item(value)
 
   def __delitem__(self, i):
     del self._mutate()[i]
@@ -55,23 +63,42 @@ class List(Module):
     return len(self.__dict__["_nnx_items"])
 
   def __iter__(self) -> Iterator[Any]:
-    return iter(self.__dict__["_nnx_items"])
+    return map(_unwrap, self.__dict__["_nnx_items"])
 
   def append(self, value) -> None:
-    self._mutate().append(_containerize(value))
+    self._mutate().append(_item(value))
 
   def extend(self, values: Iterable[Any]) -> None:
-    self._mutate().extend(_containerize(v) for v in values)
+    self._mutate().extend(_item(v) for v in values)
+
+  def __contains__(self, value) -> bool:
+    return any(x is value or x == value for x in self)
+
+  def __reversed__(self) -> Iterator[Any]:
+    return map(_unwrap, reversed(self.__dict__["_nnx_items"]))
 
   def insert(self, i: int, value) -> None:
-    self._mutate().insert(i, _containerize(value))
+    self._mutate().insert(i, _item(value))
 
   def pop(self, i: int = -1):
-    return self._mutate().pop(i)
+    return _unwrap(self._mutate().pop(i))
+
+
+def _item(value: Any) -> Any:
+  """A List element as stored: ``nnx.data``/``nnx.static`` markers unwrapped, a
+  data-marked plain value boxed as a leaf, lists/dicts of nodes containerized."""
+  value, marked = unwrap_marker(value)
+  if marked and not is_data(value) and value is not None:
+    return DataLeaf(value)
+  return _containerize(value)
 
 
 class Sequence(List):
   """A List whose call applies its items in order (the seeds' ``nnx.Sequence``).
+
+  Slicing returns a ``Sequence`` of the selected layers. With no layers, the
+  call is the identity: one positional argument comes back as is, several as
+  a tuple, keywords alone as a dict and no arguments as ``None``.
 
   Example:
     >>> import jax, jax.numpy as jnp, nnx_eqx as nnx
@@ -81,16 +108,49 @@ class Sequence(List):
     (3, 1)
   """
 
+  def __getitem__(self, i):
+    out = super().__getitem__(i)
+    return type(self)(out) if isinstance(i, slice) else out
+
   def __call__(self, *args, **kwargs):
+    if not self:
+      return _identity(args, kwargs)
     out = args
     for i, layer in enumerate(self):
       out = layer(*out, **kwargs) if i == 0 else layer(out)
       if i == 0:
         kwargs = {}
-    return out if self else (args[0] if len(args) == 1 else args)
+    return out
 
 
-Sequential = Sequence
+def _identity(args: tuple, kwargs: dict):
+  if not kwargs:
+    return None if not args else (args[0] if len(args) == 1 else args)
+  return kwargs if not args else (args, kwargs)
+
+
+class Sequential(Sequence):
+  """flax's ``nnx.Sequential(*layers)``: a callable chain of its arguments.
+
+  A single list or tuple argument is taken as the layers themselves
+  (``nnx.Sequential([a, b])`` is ``nnx.Sequential(a, b)``).
+
+  Example:
+    >>> import jax, jax.numpy as jnp, nnx_eqx as nnx
+    >>> seq = nnx.Sequential(nnx.Linear(2, 4, rngs=nnx.Rngs(0)), jax.nn.relu)
+    >>> seq(jnp.ones((3, 2))).shape, len(jax.tree.leaves(seq))
+    ((3, 4), 2)
+  """
+
+  def __init__(self, *layers: Any):
+    if len(layers) == 1 and type(layers[0]) in (list, tuple):
+      layers = tuple(layers[0])
+    super().__init__(layers)
+
+  @property
+  def layers(self) -> list[Any]:
+    """The layers, in call order (a plain list; the Sequential owns them)."""
+    return list(self)
 
 
 def _list_children(obj) -> list:
@@ -127,7 +187,7 @@ _graph.register_graph_node_type(
 )
 
 
-class Dict(Module, Mapping):
+class Dict(Module, MutableMapping):
   """A string-keyed mapping of nodes that is itself a Module; keys are attributes.
 
   Raises:
@@ -140,6 +200,8 @@ class Dict(Module, Mapping):
     >>> sorted(heads), type(heads.b).__name__
     (['a', 'b'], 'Linear')
   """
+
+  _nnx_container = True
 
   def __init__(self, items: Mapping[str, Any] | Iterable[tuple[str, Any]] = (), /, **kwargs: Any):
     for k, v in dict(items, **kwargs).items():

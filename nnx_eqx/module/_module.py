@@ -13,51 +13,26 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from ..graph import _graph, _node_types, _version
+from ..graph import _graph
 from ..graph._errors import NnxError, UnknownAttributeError
 from ..graph._filters import Filter, to_predicate
-from ..graph._graph import NodeImpl, is_node
-from ..graph._repr import module_repr, treescope_module
 from ..graph._state import State
-from ..graph._tracing import check_trace, current_trace
 from ..graph._variables import Intermediate, Variable
+from ._pytree import PYTREE_IMPL, Pytree
 
 M = TypeVar("M", bound="Module")
 _MISSING = object()
-
-CONTAINERS: dict[type, Callable[[Any], Any]] = {}
-"""``{list: nnx.List, dict: nnx.Dict}``: the container Modules that plain lists and
-dicts of nodes become. ``_containers`` subclasses Module, so it registers them here."""
 
 SEED_HOOKS: dict[str, Callable[..., Any]] = {}
 """``"pure"``: the seed-era ``nnx.Pure`` that ``partition`` returns. It lives in
 ``nnx_eqx.legacy``, which builds on this layer and registers it here."""
 
 
-def _is_array(x) -> bool:
-  return isinstance(x, _node_types.LEAF_TYPES)  # read at call time: leaf types can be registered
+class SowError(NnxError, ValueError):
+  """``Module.sow`` found an attribute that is not a Variable of the requested type."""
 
 
-def _contains_node(x) -> bool:
-  if is_node(x) or _is_array(x):
-    return True
-  if isinstance(x, (list, tuple)):
-    return any(_contains_node(e) for e in x)
-  if isinstance(x, dict):
-    return any(_contains_node(e) for e in x.values())
-  return False
-
-
-def _containerize(value):
-  """Lists/dicts that hold nodes become nnx.List/nnx.Dict, so that mutating them
-  is seen as a structural change (keeping graph caches correct)."""
-  wrap = CONTAINERS.get(type(value))
-  if wrap is not None and _contains_node(value):
-    return wrap(value)
-  return value
-
-
-class Module:
+class Module(Pytree):
   """Base class for all neural network layers and models (as flax.nnx.Module).
 
   Subclasses set attributes in ``__init__``; no ``super().__init__()`` call is
@@ -84,40 +59,8 @@ class Module:
     ((1, 3), 1)
   """
 
-  def __new__(cls, *args, **kwargs):
-    obj = object.__new__(cls)
-    obj.__dict__["_nnx_trace"] = current_trace()
-    return obj
-
-  def __init_subclass__(cls, **kwargs):
-    super().__init_subclass__(**kwargs)
-    _graph.register_pytree(cls)
-
-  def __setattr__(self, name: str, value: Any) -> None:
-    d = self.__dict__
-    if name.startswith("_nnx_"):
-      d[name] = value
-      return
-    check_trace(d["_nnx_trace"], f"attribute {name!r} of {type(self).__name__}")
-    value = _containerize(value)
-    if d.get("_nnx_in_graph"):
-      old = d.get(name, _MISSING)
-      if old is not value and not (_is_array(old) and _is_array(value)):
-        _version.bump()
-    object.__setattr__(self, name, value)
-
-  def __delattr__(self, name: str) -> None:
-    d = self.__dict__
-    check_trace(d["_nnx_trace"], f"attribute {name!r} of {type(self).__name__}")
-    if d.get("_nnx_in_graph"):
-      _version.bump()
-    object.__delattr__(self, name)
-
-  def __repr__(self) -> str:
-    return module_repr(self)
-
-  def __treescope_repr__(self, path, subtree_renderer):
-    return treescope_module(self, path, subtree_renderer)
+  _nnx_containerize = True
+  _nnx_container = False  # nnx.List / nnx.Dict: plain containers, not layers
 
   # -- seed-era API ---------------------------------------------------------
   def partition(self, *filters: Filter):
@@ -174,7 +117,8 @@ class Module:
     later calls reduce into it. Retrieve with ``nnx.pop(m, nnx.Intermediate)``.
 
     Raises:
-      NnxError: if ``name`` holds something that is not a ``variable_type``.
+      SowError: (a ``ValueError``) if ``name`` holds something that is not a
+        ``variable_type`` Variable.
 
     Example:
       >>> import jax.numpy as jnp, nnx_eqx as nnx
@@ -189,9 +133,14 @@ class Module:
     elif isinstance(current, variable_type):
       current.value = reduce_fn(current.value, value)
     else:
-      raise NnxError(
-        f"sow: attribute {name!r} of {type(self).__name__} holds a"
-        f" {type(current).__name__}, expected a {variable_type.__name__}. Fix: sow"
+      got = type(current).__name__
+      expected = (
+        f"to be of type {variable_type.__name__}, got {got}"
+        if isinstance(current, Variable)
+        else f"to be a Variable, got {got}"
+      )
+      raise SowError(
+        f"sow: expected attribute {name!r} of {type(self).__name__} {expected}. Fix: sow"
         " under another name or delete the attribute first."
       )
 
@@ -207,9 +156,17 @@ class Module:
 
   iter_modules = modules
 
+  def iter_children(self) -> Iterator[tuple[str, Module]]:
+    """Yields ``(name, module)`` for the direct submodules (see :func:`iter_children`)."""
+    return iter_children(self)
+
   # -- flags ----------------------------------------------------------------
   def set_attributes(
-    self, *filters: Filter, raise_if_not_found: bool = True, **attributes: Any
+    self,
+    *filters: Filter,
+    raise_if_not_found: bool = True,
+    graph: bool | None = None,
+    **attributes: Any,
   ) -> None:
     """Sets ``attributes`` on every submodule that already has them.
 
@@ -217,11 +174,13 @@ class Module:
       *filters: only modules matching these filters (types, predicates) are
         changed; none means all.
       raise_if_not_found: raise if some attribute exists on no module.
+      graph: accepted for flax compatibility (graph and tree mode agree here).
       **attributes: e.g. ``deterministic=True``.
 
     Raises:
-      UnknownAttributeError: if ``raise_if_not_found`` and an attribute name is not an
-        attribute of any selected module (the name is given).
+      UnknownAttributeError: (an ``AttributeError`` and ``ValueError``) if
+        ``raise_if_not_found`` and an attribute name is not an attribute of any
+        selected module (the name is given).
 
     Example:
       >>> import nnx_eqx as nnx
@@ -230,6 +189,7 @@ class Module:
       >>> d.deterministic
       True
     """
+    del graph
     preds = [to_predicate(f) for f in filters]
     found: set[str] = set()
     for path, m in _graph.iter_modules(self):
@@ -242,7 +202,8 @@ class Module:
     missing = set(attributes) - found
     if raise_if_not_found and missing:
       raise UnknownAttributeError(
-        f"set_attributes: no module has the attribute(s) {sorted(missing)}."
+        "set_attributes: Could not find at least one instance of the following"
+        f" attributes: {sorted(missing)} (no module has the attribute(s) {sorted(missing)})."
         " Fix: check the spelling, or pass raise_if_not_found=False."
       )
 
@@ -266,41 +227,37 @@ class Module:
     self.set_attributes(raise_if_not_found=False, **{**flags, **attributes})
 
 
-def _module_children(obj) -> list:
-  d = obj.__dict__
-  return [(k, d[k]) for k in sorted(d) if not k.startswith("_nnx_")]
+MODULE_IMPL = PYTREE_IMPL
 
 
-def _module_create(cls, meta, trace):
-  obj = object.__new__(cls)
-  obj.__dict__["_nnx_trace"] = trace
-  return obj
+def iter_children(node: Any, /, *, graph: bool | None = None) -> Iterator[tuple[str, Module]]:
+  """Yields ``(name, module)`` for each attribute of ``node`` holding a Module, by name.
 
+  Containers (``nnx.List``/``nnx.Dict``) are not children themselves: the
+  Modules inside them are reached with ``nnx.iter_modules``.
 
-def _module_set_children(obj, items) -> None:
-  obj.__dict__.update(items)
+  Args:
+    node: a Module.
+    graph: accepted for flax compatibility.
 
+  Raises:
+    AttributeError: if ``node`` has no ``__dict__``.
 
-def _module_set_key(obj, key, value) -> None:
-  obj.__dict__[key] = value
+  Example:
+    >>> import nnx_eqx as nnx
+    >>> class Block(nnx.Module):
+    ...   def __init__(self):
+    ...     self.lin = nnx.Linear(1, 1, rngs=nnx.Rngs(0))
+    ...     self.drop = nnx.Dropout(0.5)
+    >>> [name for name, _ in nnx.iter_children(Block())]
+    ['drop', 'lin']
+  """
+  del graph
+  d = node.__dict__
+  for k in sorted(d):
+    v = d[k]
+    if not k.startswith("_nnx_") and isinstance(v, Module) and not v._nnx_container:
+      yield k, v
 
-
-def _module_clear(obj) -> None:
-  d = obj.__dict__
-  for k in [k for k in d if not k.startswith("_nnx_")]:
-    del d[k]
-
-
-MODULE_IMPL = NodeImpl(
-  children=_module_children,
-  create=_module_create,
-  set_children=_module_set_children,
-  metadata=lambda obj: None,
-  set_key=_module_set_key,
-  clear=_module_clear,
-)
-_graph._MODULE_IMPL_HOLDER[0] = MODULE_IMPL
-_graph.register_graph_node_type(Module, MODULE_IMPL)
-_graph.register_pytree(Module)
 
 __all__ = ["Module", "Intermediate"]

@@ -201,7 +201,8 @@ class Optimizer(Module):
         for ``GradientTransformationExtraArgs``); States are converted to dicts.
 
     Returns:
-      The optax updates (a nested dict like the parameters).
+      The optax updates shaped like the parameters: a State of arrays when
+      ``grads`` is a State, else nested dicts.
 
     Raises:
       StateMismatchError: if ``grads`` lacks a path of the optimized Variables
@@ -240,4 +241,4 @@ class Optimizer(Module):
     for v, new in zip(opt_vars, opt_def.flatten_up_to(new_state)):  # type: ignore[attr-defined]
       v.value = new
     self.step.value = self.step.value + 1
-    return updates
+    return State(updates) if isinstance(grads, State) else updates

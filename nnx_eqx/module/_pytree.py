@@ -1,0 +1,411 @@
+"""``nnx.Pytree``: the mutable base of Module, with flax 0.12's data/static markers.
+
+An attribute is *data* (a pytree leaf or graph node) or *static* (part of the
+GraphDef). By default this follows the value: arrays, Variables, graph nodes
+and types given to :func:`register_data_type` are data; everything else is
+static. ``nnx.data(v)`` / ``nnx.static(v)`` on assignment, the same calls as
+dataclass field specifiers (``a: int = nnx.data()``), or the annotations
+``nnx.Data[T]`` / ``nnx.Static[T]`` fix an attribute's kind:
+
+* a data-marked attribute holding a plain Python value (``nnx.data(42)``) is a
+  leaf (``jax.tree.leaves`` returns ``42``);
+* a static-marked attribute must not hold data: assigning an array, Variable
+  or Module (alone or inside a list/dict) raises :class:`PytreeDataError`.
+
+A marker sticks to the attribute until another marker replaces it. The marks
+of Python-value data leaves live on the object; an object rebuilt by
+``nnx.merge`` or ``jax.tree.unflatten`` keeps the values but not the marks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
+
+import jax
+
+from ..graph import _graph, _node_types, _version
+from ..graph._errors import NnxError
+from ..graph._graph import NodeImpl, is_node
+from ..graph._repr import module_repr, treescope_module
+from ..graph._tracing import check_trace, current_trace
+
+A = TypeVar("A")
+T = TypeVar("T", bound=type)
+_MISSING = object()
+
+DATA_TAG = "__data__"
+STATIC_TAG = "__static__"
+Data = Annotated[A, DATA_TAG]
+"""``a: nnx.Data[int]`` marks attribute ``a`` of every instance as data."""
+
+CONTAINERS: dict[type, Callable[[Any], Any]] = {}
+"""``{list: nnx.List, dict: nnx.Dict}``: the container Modules that plain lists and
+dicts of nodes become on a Module. ``_containers`` registers them here."""
+
+
+class PytreeDataError(NnxError, ValueError):
+  """Data (an array, Variable or Module) was put into a static attribute of a Pytree."""
+
+
+class DataLeaf:
+  """A data-marked plain Python value (``nnx.data(42)``) as a graph leaf.
+
+  A Pytree lists such an attribute's value boxed in a ``DataLeaf``; the graph
+  walker sees a registered leaf type and reads the leaf itself from the
+  object's ``__dict__`` (the raw value), and rebuilding a Pytree from its
+  children unwraps it again. ``nnx.List`` stores the box itself (its reads
+  unwrap); as a JAX pytree the box has the value as its one leaf."""
+
+  __slots__ = ("value",)
+
+  def __init__(self, value):
+    self.value = value
+
+  def __repr__(self) -> str:
+    return repr(self.value)
+
+
+_node_types.register_leaf_type(DataLeaf)
+jax.tree_util.register_pytree_node(
+  DataLeaf, lambda b: ((b.value,), None), lambda _, children: DataLeaf(children[0])
+)
+
+
+def _unwrap(v):
+  return v.value if type(v) is DataLeaf else v
+
+
+def _marker(value: Any, is_static: bool, kwargs: dict) -> Any:
+  name = "static" if is_static else "data"
+  if value is not _MISSING and kwargs:
+    raise TypeError(
+      f"nnx.{name}() takes either one positional value or dataclass field keywords,"
+      f" not both. Fix: call nnx.{name}(value) on assignment or nnx.{name}(default=...)"
+      " in a class body."
+    )
+  metadata = dict(kwargs.pop("metadata", None) or {})
+  if "static" in metadata:
+    raise PytreeDataError(
+      f"nnx.{name}(metadata=...) may not contain the key 'static'. Fix: rename that entry."
+    )
+  metadata.update(nnx_value=value, static=is_static)
+  return dataclasses.field(metadata=metadata, **kwargs)
+
+
+def data(value: Any = _MISSING, /, **kwargs: Any) -> Any:
+  """Marks an attribute as pytree data.
+
+  ``self.a = nnx.data(v)`` stores ``v`` and makes ``a`` data; in a class body
+  ``a: int = nnx.data()`` (or ``nnx.data(default=...)``, any
+  ``dataclasses.field`` keyword) marks ``a`` for every instance.
+
+  Args:
+    value: the value to assign (leave out in a class body).
+    **kwargs: ``dataclasses.field`` keywords, for class-body use.
+
+  Returns:
+    A marker (a ``dataclasses.Field``) that the attribute assignment unwraps.
+
+  Raises:
+    TypeError: if both a value and field keywords are given.
+    PytreeDataError: if ``metadata`` contains the reserved key ``"static"``.
+
+  Example:
+    >>> import jax, nnx_eqx as nnx
+    >>> class Foo(nnx.Pytree):
+    ...   def __init__(self):
+    ...     self.count = nnx.data(42)
+    ...     self.name = "hello"
+    >>> jax.tree.leaves(Foo())
+    [42]
+  """
+  return _marker(value, False, kwargs)
+
+
+def static(value: Any = _MISSING, /, **kwargs: Any) -> Any:
+  """Marks an attribute as static: it may never hold arrays, Variables or Modules.
+
+  Args:
+    value: the value to assign (leave out in a class body).
+    **kwargs: ``dataclasses.field`` keywords, for class-body use.
+
+  Returns:
+    A marker (a ``dataclasses.Field``) that the attribute assignment unwraps.
+
+  Raises:
+    TypeError: if both a value and field keywords are given.
+    PytreeDataError: at assignment, if the value contains data (the attribute
+      is named); or if ``metadata`` contains the reserved key ``"static"``.
+
+  Example:
+    >>> import jax, jax.numpy as jnp, nnx_eqx as nnx
+    >>> class Foo(nnx.Pytree):
+    ...   def __init__(self):
+    ...     self.w = jnp.ones(2)
+    ...     self.size = nnx.static(2)
+    >>> len(jax.tree.leaves(Foo()))
+    1
+  """
+  return _marker(value, True, kwargs)
+
+
+_DATA_TYPES: set[type] = set()
+
+
+def register_data_type(type_: T, /) -> T:
+  """Registers a type whose instances are pytree data (leaves) on a Pytree.
+
+  Args:
+    type_: the class; usable as a decorator.
+
+  Returns:
+    ``type_`` itself.
+
+  Raises:
+    TypeError: never for a class; the registration is global.
+
+  Example:
+    >>> import dataclasses, jax, nnx_eqx as nnx
+    >>> @nnx.register_data_type
+    ... @dataclasses.dataclass(frozen=True)
+    ... class Tag:
+    ...   value: int
+    >>> m = nnx.Module(); m.tag = Tag(1)
+    >>> jax.tree.leaves(m)
+    [Tag(value=1)]
+  """
+  _DATA_TYPES.add(type_)
+  _node_types.register_leaf_type(type_)
+  return type_
+
+
+def is_data(value: Any, /) -> bool:
+  """True for values that are pytree data on their own.
+
+  These are arrays, Variables, graph nodes (Modules, Pytrees, Rngs) and
+  registered data types; lists, dicts and plain Python values are not.
+
+  Raises:
+    TypeError: never.
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> nnx.is_data(jnp.ones(1)), nnx.is_data(nnx.Param(1.0)), nnx.is_data([jnp.ones(1)])
+    (True, True, False)
+  """
+  return is_node(value) or isinstance(value, _node_types.LEAF_TYPES) or type(value) in _DATA_TYPES
+
+
+def _has_data(value: Any) -> bool:
+  if is_data(value):
+    return True
+  if isinstance(value, (list, tuple)):
+    return any(_has_data(v) for v in value)
+  if isinstance(value, dict):
+    return any(_has_data(v) for v in value.values())
+  return False
+
+
+def _containerize(value):
+  """Lists/dicts that hold nodes become nnx.List/nnx.Dict, so that mutating them
+  is seen as a structural change (keeping graph caches correct)."""
+  wrap = CONTAINERS.get(type(value))
+  if wrap is not None and _has_data(value):
+    return wrap(value)
+  return value
+
+
+def unwrap_marker(value: Any) -> tuple[Any, bool | None]:
+  """``(value, True/False)`` for an ``nnx.data``/``nnx.static`` marker, else ``(value, None)``."""
+  if type(value) is dataclasses.Field and "nnx_value" in value.metadata:
+    return value.metadata["nnx_value"], not value.metadata["static"]
+  return value, None
+
+
+def _annotation_kind(annotation: Any) -> bool | None:
+  if isinstance(annotation, str):
+    for prefix, kind in (("Data[", True), ("Static[", False)):
+      if annotation.startswith((prefix, "nnx." + prefix)):
+        return kind
+    return None
+  tags = getattr(annotation, "__metadata__", ())
+  return True if DATA_TAG in tags else False if STATIC_TAG in tags else None
+
+
+def _class_fields(cls: type) -> dict[str, bool]:
+  fields: dict[str, bool] = {}
+  for base in reversed(cls.__mro__[1:]):
+    fields.update(getattr(base, "_nnx_fields", {}))
+  for name, annotation in cls.__dict__.get("__annotations__", {}).items():
+    kind = _annotation_kind(annotation)
+    if kind is not None:
+      fields[name] = kind
+  for name, value in cls.__dict__.items():
+    if isinstance(value, dataclasses.Field) and "nnx_value" in value.metadata:
+      fields[name] = not value.metadata["static"]
+  return fields
+
+
+def _static_data_error(obj: Any, name: str, value: Any, found: str) -> PytreeDataError:
+  return PytreeDataError(
+    f"{found} value of type '{type(value).__name__}' for static attribute {name!r}"
+    f" of {type(obj).__name__}: static attributes may not hold arrays, Variables or"
+    f" Modules. Fix: assign `obj.{name} = nnx.data(...)` to make the attribute data,"
+    " remove the data values, or use nnx.List/nnx.Dict for containers of them."
+  )
+
+
+class Pytree:
+  """flax 0.12's ``nnx.Pytree``: a mutable object that is a graph node and a JAX pytree.
+
+  Attribute kinds follow the values (arrays, Variables and nodes are data,
+  the rest static) unless marked with :func:`data` / :func:`static` or the
+  ``Data[...]``/``Static[...]`` annotations. ``Module`` builds on it.
+  (The seeds' immutable ``Pytree`` is ``nnx.legacy.Pytree``.)
+
+  Raises:
+    PytreeDataError: when data is assigned to a static-marked attribute, or a
+      list/dict holding data to an attribute that is not data.
+    TraceContextError: when an attribute is set from another JAX trace.
+
+  Example:
+    >>> import jax, jax.numpy as jnp, nnx_eqx as nnx
+    >>> class Point(nnx.Pytree):
+    ...   def __init__(self, x, label):
+    ...     self.x = x
+    ...     self.label = label
+    >>> p = Point(jnp.ones(2), "a")
+    >>> p.x = p.x + 1
+    >>> jax.tree.leaves(p)[0].tolist(), p.label
+    ([2.0, 2.0], 'a')
+  """
+
+  _nnx_fields: dict[str, bool] = {}
+  _nnx_containerize = False
+
+  def __new__(cls, *args, **kwargs):
+    obj = object.__new__(cls)
+    obj.__dict__["_nnx_trace"] = current_trace()
+    return obj
+
+  def __init_subclass__(cls, pytree: bool = True, **kwargs):
+    super().__init_subclass__(**kwargs)
+    cls._nnx_fields = _class_fields(cls)
+    if pytree:
+      _graph.register_pytree(cls)
+
+  def __setattr__(self, name: str, value: Any) -> None:
+    d = self.__dict__
+    if name.startswith("_nnx_"):
+      d[name] = value
+      return
+    check_trace(d["_nnx_trace"], f"attribute {name!r} of {type(self).__name__}")
+    value, marked = unwrap_marker(value)
+    marks = d.get("_nnx_marks")
+    kind = marked if marked is not None else (marks or {}).get(name, self._nnx_fields.get(name))
+    if kind is False and _has_data(value):
+      if marked is False:
+        found = "Found data in"  # nnx.static(value) given data
+      elif marks and name in marks:
+        found = "Found data on"  # marked static by an earlier nnx.static(...)
+      else:
+        found = "Found unexpected data on"  # marked static by the class
+      raise _static_data_error(self, name, value, found)
+    if kind is not False:
+      if self._nnx_containerize:
+        value = _containerize(value)
+      elif kind is None and not is_data(value) and _has_data(value):
+        raise _static_data_error(self, name, value, "Found data on")
+    if marked is not None:
+      d["_nnx_marks"] = {**(marks or {}), name: marked}
+    if d.get("_nnx_in_graph"):
+      old = d.get(name, _MISSING)
+      if marked is not None or (old is not value and not (_is_array(old) and _is_array(value))):
+        _version.bump()
+    object.__setattr__(self, name, value)
+
+  def __delattr__(self, name: str) -> None:
+    d = self.__dict__
+    check_trace(d["_nnx_trace"], f"attribute {name!r} of {type(self).__name__}")
+    if d.get("_nnx_in_graph"):
+      _version.bump()
+    marks = d.get("_nnx_marks")
+    if marks and name in marks:
+      d["_nnx_marks"] = {k: v for k, v in marks.items() if k != name}
+    object.__delattr__(self, name)
+
+  def __repr__(self) -> str:
+    return module_repr(self)
+
+  def __treescope_repr__(self, path, subtree_renderer):
+    return treescope_module(self, path, subtree_renderer)
+
+
+def _is_array(x) -> bool:
+  return isinstance(x, _node_types.LEAF_TYPES)  # read at call time: leaf types can be registered
+
+
+def _children(obj) -> list:
+  d = obj.__dict__
+  items = [(k, d[k]) for k in sorted(d) if not k.startswith("_nnx_")]
+  fields = type(obj)._nnx_fields
+  marks = d.get("_nnx_marks")
+  if not (fields or marks):
+    return items
+  kinds = {**fields, **(marks or {})}
+  return [
+    (k, DataLeaf(v))
+    if kinds.get(k) and v is not None and not isinstance(v, (list, tuple, dict)) and not is_data(v)
+    else (k, v)
+    for k, v in items
+  ]
+
+
+def _create(cls, meta, trace):
+  obj = object.__new__(cls)
+  obj.__dict__["_nnx_trace"] = trace
+  return obj
+
+
+def _set_children(obj, items) -> None:
+  obj.__dict__.update((k, _unwrap(v)) for k, v in items)
+
+
+def _set_key(obj, key, value) -> None:
+  obj.__dict__[key] = _unwrap(value)
+
+
+def _clear(obj) -> None:
+  d = obj.__dict__
+  for k in [k for k in d if not k.startswith("_nnx_")]:
+    del d[k]
+
+
+PYTREE_IMPL = NodeImpl(
+  children=_children,
+  create=_create,
+  set_children=_set_children,
+  metadata=lambda obj: None,
+  set_key=_set_key,
+  clear=_clear,
+)
+"""How the graph walker reads and rebuilds Pytrees and Modules (attributes in ``__dict__``)."""
+_graph._MODULE_IMPL_HOLDER[0] = PYTREE_IMPL
+_graph.register_graph_node_type(Pytree, PYTREE_IMPL)
+_graph.register_pytree(Pytree)
+
+__all__ = [
+  "CONTAINERS",
+  "Data",
+  "DataLeaf",
+  "PYTREE_IMPL",
+  "Pytree",
+  "PytreeDataError",
+  "data",
+  "is_data",
+  "register_data_type",
+  "static",
+  "unwrap_marker",
+]

@@ -1,0 +1,28 @@
+"""Public Variable namespace (flax's ``nnx.variablelib``): Variable types and defaults."""
+
+from .graph._var_defaults import VarDefaults as VarDefaults
+from .graph._var_defaults import var_defaults as var_defaults
+from .graph._variables import BatchStat as BatchStat
+from .graph._variables import Cache as Cache
+from .graph._variables import Intermediate as Intermediate
+from .graph._variables import Param as Param
+from .graph._variables import Variable as Variable
+from .graph._variables import VariableMetadata as VariableMetadata
+from .graph._variables import as_pure as as_pure
+from .graph._variables import with_metadata as with_metadata
+
+
+class HijaxVariable(Variable):
+  """The type flax 0.12 gives hijax Variables. nnx_eqx never creates hijax
+  Variables (``hijax=True`` is accepted and ignored), so no Variable is an
+  instance of this class; it exists so that ``isinstance`` checks written
+  against flax run and answer correctly.
+
+  Raises:
+    TypeError: never raised by the class itself.
+
+  Example:
+    >>> import nnx_eqx as nnx
+    >>> isinstance(nnx.Variable(1.0, hijax=True), nnx.variablelib.HijaxVariable)
+    False
+  """
