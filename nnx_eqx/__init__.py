@@ -133,6 +133,10 @@ from .legacy import ScanOptions as ScanOptions
 from .transforms import SplitBackups as SplitBackups
 from .transforms import StateAxes as StateAxes
 from .transforms import restore_rngs as restore_rngs
+from .transforms import BoundMethodError as BoundMethodError
+from .transforms import TangentStructureError as TangentStructureError
+from .transforms._graph_keywords import jvp as jvp
+from .transforms._graph_keywords import vjp as vjp
 
 # --- end transforms ---
 

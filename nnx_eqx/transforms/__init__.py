@@ -12,6 +12,7 @@ from ._dispatch import KeywordArgumentError as KeywordArgumentError
 from ._errors import AxisRankError as AxisRankError
 from ._errors import AxisSizeError as AxisSizeError
 from ._errors import AxisSpecError as AxisSpecError
+from ._errors import BoundMethodError as BoundMethodError
 from ._errors import BroadcastUpdateError as BroadcastUpdateError
 from ._errors import CarryMismatchError as CarryMismatchError
 from ._errors import LiftedStructureError as LiftedStructureError
@@ -23,4 +24,7 @@ from ._rng_split import SplitBackups as SplitBackups
 from ._rng_split import restore_rngs as restore_rngs
 from ._rng_split import split_rngs as split_rngs
 from ._scan import scan as scan
+from ._vjp import TangentStructureError as TangentStructureError
+from ._vjp import jvp as jvp
+from ._vjp import vjp as vjp
 from ._vmap import vmap as vmap

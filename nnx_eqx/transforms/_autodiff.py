@@ -26,11 +26,18 @@ def _grad_state(w, idxs: list[int], grads: list, trace) -> State | Variable:
 
 
 def _value_and_grad(
-  f: Callable, argnums, has_aux: bool, wrt: Filter, holomorphic: bool, allow_int: bool
+  f: Callable,
+  argnums,
+  has_aux: bool,
+  wrt: Filter,
+  holomorphic: bool,
+  allow_int: bool,
+  name: str = "nnx.value_and_grad",
 ):
   single = isinstance(argnums, int)
   argnums_t = (argnums,) if single else tuple(argnums)
   wrt_pred = to_predicate(wrt)
+  _lift.reject_bound_method(f, name)
 
   @functools.wraps(f)
   def wrapper(*args):
@@ -158,7 +165,7 @@ def grad(
   """
 
   def wrap(fn):
-    vg = _value_and_grad(fn, argnums, has_aux, wrt, holomorphic, allow_int)
+    vg = _value_and_grad(fn, argnums, has_aux, wrt, holomorphic, allow_int, "nnx.grad")
 
     @functools.wraps(fn)
     def g(*args):

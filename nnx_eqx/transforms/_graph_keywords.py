@@ -28,6 +28,8 @@ from ._eval_shape import eval_shape as _eval_shape
 from ._jit import jit as _jit
 from ._remat import remat as _remat
 from ._scan import scan as _scan
+from ._vjp import jvp as _jvp
+from ._vjp import vjp as _vjp
 from ._vmap import vmap as _vmap
 
 
@@ -74,3 +76,5 @@ cond = _kw(_cond)
 switch = _kw(_switch)
 fori_loop = _kw(_fori_loop)
 while_loop = _kw(_while_loop)
+vjp = _kw(_vjp)
+jvp = _kw(_jvp)

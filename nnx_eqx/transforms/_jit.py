@@ -179,6 +179,7 @@ def jit(
     donate_argnums = (donate_argnums,)
 
   def wrap(f: Callable) -> JitWrapped:
+    _lift.reject_bound_method(f, "nnx.jit")
     return JitWrapped(f, static_argnums, static_argnames, donate_argnums, jit_kwargs)
 
   return wrap if fn is None else wrap(fn)

@@ -410,6 +410,7 @@ def scan(
     )
 
   def wrap(fn: Callable) -> ScanWrapped:
+    _lift.reject_bound_method(fn, "nnx.scan")
     return ScanWrapped(fn, length, reverse, unroll, in_axes, out_axes, transform_metadata)
 
   return wrap if f is None else wrap(f)

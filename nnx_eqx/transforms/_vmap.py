@@ -185,6 +185,7 @@ def vmap(
   """
 
   def wrap(fn: Callable) -> VmapWrapped:
+    _lift.reject_bound_method(fn, "nnx.vmap")
     return VmapWrapped(
       fn, in_axes, out_axes, axis_name, axis_size, spmd_axis_name, transform_metadata
     )
