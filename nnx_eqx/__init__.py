@@ -137,6 +137,9 @@ from .transforms import BoundMethodError as BoundMethodError
 from .transforms import TangentStructureError as TangentStructureError
 from .transforms._graph_keywords import jvp as jvp
 from .transforms._graph_keywords import vjp as vjp
+from .transforms._graph_keywords import jit_partial as jit_partial
+from .transforms import StateSharding as StateSharding
+from .transforms import CompiledStructureError as CompiledStructureError
 
 # --- end transforms ---
 

@@ -18,12 +18,15 @@ from ._errors import CarryMismatchError as CarryMismatchError
 from ._errors import LiftedStructureError as LiftedStructureError
 from ._errors import ScanLengthError as ScanLengthError
 from ._eval_shape import eval_shape as eval_shape
+from ._jit import CompiledStructureError as CompiledStructureError
 from ._jit import jit as jit
+from ._jit import jit_partial as jit_partial
 from ._remat import remat as remat
 from ._rng_split import SplitBackups as SplitBackups
 from ._rng_split import restore_rngs as restore_rngs
 from ._rng_split import split_rngs as split_rngs
 from ._scan import scan as scan
+from ._shardings import StateSharding as StateSharding
 from ._vjp import TangentStructureError as TangentStructureError
 from ._vjp import jvp as jvp
 from ._vjp import vjp as vjp

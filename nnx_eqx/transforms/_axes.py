@@ -107,6 +107,14 @@ class StateAxes(Mapping):
       f" ({type(leaf).__name__}). Fix: add a catch-all entry, e.g. `...: None`."
     )
 
+  def map_prefix(self, path: tuple, variable: Any) -> Any:
+    """The axis of the state at ``path`` (flax's name for :meth:`axis_for`).
+
+    Raises:
+      AxisSpecError: if no filter matches.
+    """
+    return self.axis_for(path, variable, type(self).__name__)
+
 
 def _axis_name(a) -> str:
   return "Carry" if a is Carry else repr(a)

@@ -26,6 +26,7 @@ from ._control import switch as _switch
 from ._control import while_loop as _while_loop
 from ._eval_shape import eval_shape as _eval_shape
 from ._jit import jit as _jit
+from ._jit import jit_partial as _jit_partial
 from ._remat import remat as _remat
 from ._scan import scan as _scan
 from ._vjp import jvp as _jvp
@@ -78,3 +79,4 @@ fori_loop = _kw(_fori_loop)
 while_loop = _kw(_while_loop)
 vjp = _kw(_vjp)
 jvp = _kw(_jvp)
+jit_partial = _kw(_jit_partial)
