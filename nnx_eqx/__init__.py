@@ -138,6 +138,7 @@ from .transforms import TangentStructureError as TangentStructureError
 from .transforms._graph_keywords import jvp as jvp
 from .transforms._graph_keywords import vjp as vjp
 from .transforms._graph_keywords import jit_partial as jit_partial
+from .transforms._graph_keywords import pmap as pmap
 from .transforms import StateSharding as StateSharding
 from .transforms import CompiledStructureError as CompiledStructureError
 

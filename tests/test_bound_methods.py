@@ -26,6 +26,7 @@ TRANSFORMS = {
   "nnx.scan": nnx.scan,
   "nnx.vjp": nnx.vjp,
   "nnx.jvp": nnx.jvp,
+  "nnx.pmap": nnx.pmap,
 }
 
 

@@ -21,6 +21,7 @@ from ._eval_shape import eval_shape as eval_shape
 from ._jit import CompiledStructureError as CompiledStructureError
 from ._jit import jit as jit
 from ._jit import jit_partial as jit_partial
+from ._pmap import pmap as pmap
 from ._remat import remat as remat
 from ._rng_split import SplitBackups as SplitBackups
 from ._rng_split import restore_rngs as restore_rngs

@@ -27,6 +27,7 @@ from ._control import while_loop as _while_loop
 from ._eval_shape import eval_shape as _eval_shape
 from ._jit import jit as _jit
 from ._jit import jit_partial as _jit_partial
+from ._pmap import pmap as _pmap
 from ._remat import remat as _remat
 from ._scan import scan as _scan
 from ._vjp import jvp as _jvp
@@ -80,3 +81,4 @@ while_loop = _kw(_while_loop)
 vjp = _kw(_vjp)
 jvp = _kw(_jvp)
 jit_partial = _kw(_jit_partial)
+pmap = _kw(_pmap)
