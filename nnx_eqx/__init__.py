@@ -139,6 +139,7 @@ from .transforms._graph_keywords import jvp as jvp
 from .transforms._graph_keywords import vjp as vjp
 from .transforms._graph_keywords import jit_partial as jit_partial
 from .transforms._graph_keywords import pmap as pmap
+from .transforms._graph_keywords import shard_map as shard_map
 from .transforms import StateSharding as StateSharding
 from .transforms import CompiledStructureError as CompiledStructureError
 

@@ -27,6 +27,7 @@ from ._rng_split import SplitBackups as SplitBackups
 from ._rng_split import restore_rngs as restore_rngs
 from ._rng_split import split_rngs as split_rngs
 from ._scan import scan as scan
+from ._shard_map import shard_map as shard_map
 from ._shardings import StateSharding as StateSharding
 from ._vjp import TangentStructureError as TangentStructureError
 from ._vjp import jvp as jvp

@@ -30,6 +30,7 @@ from ._jit import jit_partial as _jit_partial
 from ._pmap import pmap as _pmap
 from ._remat import remat as _remat
 from ._scan import scan as _scan
+from ._shard_map import shard_map as _shard_map
 from ._vjp import jvp as _jvp
 from ._vjp import vjp as _vjp
 from ._vmap import vmap as _vmap
@@ -82,3 +83,4 @@ vjp = _kw(_vjp)
 jvp = _kw(_jvp)
 jit_partial = _kw(_jit_partial)
 pmap = _kw(_pmap)
+shard_map = _kw(_shard_map)

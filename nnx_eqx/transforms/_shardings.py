@@ -60,7 +60,9 @@ def per_argument(in_shardings: Any, n_args: int) -> list:
   return specs + [None] * (n_args - len(specs))
 
 
-def resolve(specs: list, split: _lift.ArgSplit, w, n_rest: int) -> tuple[list, tuple]:
+def resolve(
+  specs: list, split: _lift.ArgSplit, w, n_rest: int, name: str = "nnx.jit: in_shardings"
+) -> tuple[list, tuple]:
   """``(leaf shardings, rest shardings)`` for ``pure(leaves, *rest)``."""
   leaf_sh: list = []
   if w is not None:
@@ -68,7 +70,7 @@ def resolve(specs: list, split: _lift.ArgSplit, w, n_rest: int) -> tuple[list, t
     for arg, path, obj in zip(_lift.leaf_arg_index(w, split), w.paths, objs):
       spec = specs[arg]
       if isinstance(spec, StateSharding):
-        spec = spec.axis_for(path[1:], obj, f"nnx.jit: in_shardings[{arg}]")
+        spec = spec.axis_for(path[1:], obj, f"{name}[{arg}]")
       leaf_sh.append(spec)
   node_args = set(split.positions)
   rest_sh = tuple(
