@@ -140,6 +140,7 @@ from .transforms._graph_keywords import vjp as vjp
 from .transforms._graph_keywords import jit_partial as jit_partial
 from .transforms._graph_keywords import pmap as pmap
 from .transforms._graph_keywords import shard_map as shard_map
+from .transforms._graph_keywords import prefix as prefix
 from .transforms import StateSharding as StateSharding
 from .transforms import CompiledStructureError as CompiledStructureError
 

@@ -22,6 +22,7 @@ from ._jit import CompiledStructureError as CompiledStructureError
 from ._jit import jit as jit
 from ._jit import jit_partial as jit_partial
 from ._pmap import pmap as pmap
+from ._prefix import prefix as prefix
 from ._remat import remat as remat
 from ._rng_split import SplitBackups as SplitBackups
 from ._rng_split import restore_rngs as restore_rngs

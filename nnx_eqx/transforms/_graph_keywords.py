@@ -28,6 +28,7 @@ from ._eval_shape import eval_shape as _eval_shape
 from ._jit import jit as _jit
 from ._jit import jit_partial as _jit_partial
 from ._pmap import pmap as _pmap
+from ._prefix import prefix as _prefix
 from ._remat import remat as _remat
 from ._scan import scan as _scan
 from ._shard_map import shard_map as _shard_map
@@ -84,3 +85,4 @@ jvp = _kw(_jvp)
 jit_partial = _kw(_jit_partial)
 pmap = _kw(_pmap)
 shard_map = _kw(_shard_map)
+prefix = _kw(_prefix)

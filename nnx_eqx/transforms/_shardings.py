@@ -69,13 +69,12 @@ def resolve(
     objs = w.leaf_objects()
     for arg, path, obj in zip(_lift.leaf_arg_index(w, split), w.paths, objs):
       spec = specs[arg]
-      if isinstance(spec, StateSharding):
+      if isinstance(spec, StateAxes):  # StateSharding, or what nnx.prefix gives
         spec = spec.axis_for(path[1:], obj, f"{name}[{arg}]")
       leaf_sh.append(spec)
   node_args = set(split.positions)
   rest_sh = tuple(
-    None if i in node_args or isinstance(specs[i], StateSharding) else specs[i]
-    for i in range(n_rest)
+    None if i in node_args or isinstance(specs[i], StateAxes) else specs[i] for i in range(n_rest)
   )
   return leaf_sh, rest_sh
 
