@@ -141,6 +141,8 @@ from .transforms._graph_keywords import jit_partial as jit_partial
 from .transforms._graph_keywords import pmap as pmap
 from .transforms._graph_keywords import shard_map as shard_map
 from .transforms._graph_keywords import prefix as prefix
+from .transforms import custom_vjp as custom_vjp
+from .transforms import CustomVjpError as CustomVjpError
 from .transforms import StateSharding as StateSharding
 from .transforms import CompiledStructureError as CompiledStructureError
 

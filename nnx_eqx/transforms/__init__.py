@@ -5,6 +5,8 @@ from ._autodiff import value_and_grad as value_and_grad
 from ._axes import Carry as Carry
 from ._axes import StateAxes as StateAxes
 from ._control import cond as cond
+from ._custom_vjp import CustomVjpError as CustomVjpError
+from ._custom_vjp import custom_vjp as custom_vjp
 from ._control import fori_loop as fori_loop
 from ._control import switch as switch
 from ._control import while_loop as while_loop

@@ -14,7 +14,7 @@ from ..graph._variables import Param, Variable, new_variable
 from . import _lift
 
 
-def _grad_state(w, idxs: list[int], grads: list, trace) -> State | Variable:
+def grad_state(w, idxs: list[int], grads: list, trace) -> State | Variable:
   items = []
   for i, g in zip(idxs, grads):
     s = w.slots[i]
@@ -87,7 +87,7 @@ def _value_and_grad(
     for a in argnums_t:
       if a in node_args:
         idxs = [i for i in diff_idx if arg_of[i] == a]
-        results.append(_grad_state(w, idxs, [g_diff[pos[i]] for i in idxs], trace))
+        results.append(grad_state(w, idxs, [g_diff[pos[i]] for i in idxs], trace))
       else:
         results.append(next(arr_iter))
     grads = results[0] if single else tuple(results)
