@@ -143,6 +143,9 @@ from .transforms._graph_keywords import shard_map as shard_map
 from .transforms._graph_keywords import prefix as prefix
 from .transforms import custom_vjp as custom_vjp
 from .transforms import CustomVjpError as CustomVjpError
+from .transforms._graph_keywords import checkify as checkify
+from .transforms import make_jaxpr as make_jaxpr
+from .transforms import UnsupportedModeError as UnsupportedModeError
 from .transforms import StateSharding as StateSharding
 from .transforms import CompiledStructureError as CompiledStructureError
 

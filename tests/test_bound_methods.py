@@ -3,6 +3,7 @@ the module instead of lifting it) with a ValueError that names the fix."""
 
 import functools
 
+import jax
 import jax.numpy as jnp
 import pytest
 
@@ -27,6 +28,8 @@ TRANSFORMS = {
   "nnx.vjp": nnx.vjp,
   "nnx.jvp": nnx.jvp,
   "nnx.pmap": nnx.pmap,
+  "nnx.checkify": nnx.checkify,
+  "nnx.custom_vjp": nnx.custom_vjp,
 }
 
 
@@ -35,6 +38,12 @@ def test_bound_method_raises(name):
   m = Scaled()
   with pytest.raises(nnx.BoundMethodError, match=rf"{name} does not support bound methods"):
     TRANSFORMS[name](m.loss)
+
+
+def test_shard_map_bound_method_raises():
+  mesh = jax.sharding.Mesh(jax.devices()[:1], ("d",))
+  with pytest.raises(nnx.BoundMethodError, match="nnx.shard_map does not support bound methods"):
+    nnx.shard_map(Scaled().loss, mesh=mesh, in_specs=None, out_specs=None)
 
 
 def test_bound_method_inside_partial_raises():

@@ -19,6 +19,7 @@ from ._errors import BroadcastUpdateError as BroadcastUpdateError
 from ._errors import CarryMismatchError as CarryMismatchError
 from ._errors import LiftedStructureError as LiftedStructureError
 from ._errors import ScanLengthError as ScanLengthError
+from ._errors import UnsupportedModeError as UnsupportedModeError
 from ._eval_shape import eval_shape as eval_shape
 from ._jit import CompiledStructureError as CompiledStructureError
 from ._jit import jit as jit
@@ -26,6 +27,8 @@ from ._jit import jit_partial as jit_partial
 from ._pmap import pmap as pmap
 from ._prefix import prefix as prefix
 from ._remat import remat as remat
+from ._staging import checkify as checkify
+from ._staging import make_jaxpr as make_jaxpr
 from ._rng_split import SplitBackups as SplitBackups
 from ._rng_split import restore_rngs as restore_rngs
 from ._rng_split import split_rngs as split_rngs

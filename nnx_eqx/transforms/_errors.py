@@ -47,6 +47,11 @@ class BoundMethodError(NnxError, ValueError):
   instance would be captured by closure instead of being lifted."""
 
 
+class UnsupportedModeError(NnxError, ValueError):
+  """A transform was asked for a ``graph=``/``graph_updates=`` mode it cannot
+  honour (e.g. ``nnx.make_jaxpr`` with graph updates)."""
+
+
 def fmt_path(path: tuple) -> str:
   """``('a', 0, 'b')`` -> ``'a/0/b'`` (``'<root>'`` for the empty path)."""
   return "/".join(map(str, path)) or "<root>"

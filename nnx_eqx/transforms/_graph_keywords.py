@@ -32,6 +32,7 @@ from ._prefix import prefix as _prefix
 from ._remat import remat as _remat
 from ._scan import scan as _scan
 from ._shard_map import shard_map as _shard_map
+from ._staging import checkify as _checkify
 from ._vjp import jvp as _jvp
 from ._vjp import vjp as _vjp
 from ._vmap import vmap as _vmap
@@ -86,3 +87,4 @@ jit_partial = _kw(_jit_partial)
 pmap = _kw(_pmap)
 shard_map = _kw(_shard_map)
 prefix = _kw(_prefix)
+checkify = _kw(_checkify)
