@@ -7,7 +7,6 @@ from . import filters as filters
 from . import graphlib as graphlib
 from . import statelib as statelib
 from . import extract as extract
-from .graph._prefix import prefix as prefix
 from .graph._graphdef import PureState as PureState
 from .graph._graphdef import call as call
 from .graph._tree_form import NodeStates as NodeStates
@@ -173,6 +172,21 @@ from .legacy import ScanOptions as ScanOptions
 from .transforms import SplitBackups as SplitBackups
 from .transforms import StateAxes as StateAxes
 from .transforms import restore_rngs as restore_rngs
+from .transforms import BoundMethodError as BoundMethodError
+from .transforms import TangentStructureError as TangentStructureError
+from .transforms._graph_keywords import jvp as jvp
+from .transforms._graph_keywords import vjp as vjp
+from .transforms._graph_keywords import jit_partial as jit_partial
+from .transforms._graph_keywords import pmap as pmap
+from .transforms._graph_keywords import shard_map as shard_map
+from .transforms._graph_keywords import prefix as prefix
+from .transforms import custom_vjp as custom_vjp
+from .transforms import CustomVjpError as CustomVjpError
+from .transforms._graph_keywords import checkify as checkify
+from .transforms import make_jaxpr as make_jaxpr
+from .transforms import UnsupportedModeError as UnsupportedModeError
+from .transforms import StateSharding as StateSharding
+from .transforms import CompiledStructureError as CompiledStructureError
 
 # --- end transforms ---
 

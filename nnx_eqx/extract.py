@@ -1,6 +1,7 @@
 """``nnx.extract``: the tree form of graph nodes used for transform prefixes."""
 
 from .graph._prefix import TreeState as TreeState
+from .graph._prefix import prefix as prefix
 from .graph._tree_form import InconsistentAliasingError as InconsistentAliasingError
 from .graph._tree_form import NodeStates as NodeStates
 from .graph._tree_form import clear_non_graph_nodes as clear_non_graph_nodes

@@ -1,57 +1,61 @@
-"""nnx.prefix: per-leaf prefix values shaped like a graph, in tree and graph mode."""
+"""nnx.prefix: per-leaf axes/shardings from filters, usable as in_axes/out_axes
+of nnx.vmap and as in_shardings of nnx.jit."""
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import nnx_eqx as nnx
+from nnx_eqx.testing import assert_trees_close
 
 
 class Block(nnx.Module):
   def __init__(self, rngs):
-    self.linear = nnx.Linear(2, 3, rngs=rngs)
-    self.bn = nnx.BatchNorm(3, rngs=rngs)
+    self.linear = nnx.Linear(3, 4, rngs=rngs)
+    self.count = nnx.BatchStat(jnp.array(0))
 
 
-def test_tree_mode_copies_the_graph_with_values_for_leaves():
+def test_prefix_values_follow_filters_in_order():
   m = Block(nnx.Rngs(0))
-  out = nnx.prefix(m, {nnx.Param: "p", nnx.BatchStat: "s"}, graph=False)
-  assert type(out) is Block and out is not m
-  assert (out.linear.kernel, out.linear.bias, out.bn.mean, out.bn.var) == ("p", "p", "s", "s")
-  assert isinstance(m.linear.kernel, nnx.Param)  # the input is untouched
+  axes = nnx.prefix(m, {nnx.PathContains("kernel"): 0, nnx.Param: 1, ...: None})
+  assert axes.map_prefix(("linear", "kernel"), m.linear.kernel) == 0
+  assert axes.map_prefix(("linear", "bias"), m.linear.bias) == 1
+  assert axes.map_prefix(("count",), m.count) is None
 
 
-def test_callable_sees_full_paths_and_leaves():
-  seen = {}
-
-  def fn(path, leaf):
-    seen[path] = type(leaf).__name__
-    return 0
-
-  nnx.prefix({"m": nnx.Linear(1, 1, rngs=nnx.Rngs(0)), "x": 1.0}, fn, graph=False)
-  assert seen == {("m", "bias"): "Param", ("m", "kernel"): "Param", ("x",): "float"}
+def test_prefix_of_containers_and_callable():
+  d = {"a": nnx.Param(jnp.array(2)), "b": nnx.BatchStat(jnp.arange(5))}
+  px = nnx.prefix(d, lambda path, x: 0 if "b" in path else None)
+  assert px == {"a": None, "b": 0}
+  y = nnx.vmap(lambda d: d["a"] * d["b"], in_axes=(px,))(d)
+  assert y.tolist() == [0, 2, 4, 6, 8]
 
 
-def test_graph_mode_gives_tree_states_and_references_for_repeats():
-  m = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
-  first, again, other = nnx.prefix((m, m, 5), {nnx.Param: 0, ...: None}, graph=True)
-  assert isinstance(first, nnx.extract.TreeState)
-  assert first.state.to_pure_dict() == {"bias": 0, "kernel": 0}
-  assert again.graphdef.nodes == [nnx.graphlib.NodeRef(0)] and len(again.state) == 0
-  assert other is None
-  assert jax.tree.leaves(first) == [0, 0]
+def test_prefix_as_vmap_axes_matches_state_axes():
+  @nnx.split_rngs(splits=3)
+  @nnx.vmap(in_axes=0, out_axes=nnx.StateAxes({nnx.Param: 0, ...: None}))
+  def make(rngs):
+    return Block(rngs)
+
+  stack = make(nnx.Rngs(0))
+  axes = nnx.prefix(stack, {nnx.Param: 0, ...: None})
+  x = jnp.ones((2, 3))
+  f = nnx.vmap(lambda m, x: m.linear(x), in_axes=(axes, None))
+  g = nnx.vmap(lambda m, x: m.linear(x), in_axes=(nnx.StateAxes({nnx.Param: 0, ...: None}), None))
+  assert_trees_close(f(stack, x), g(stack, x))
 
 
-def test_ellipsis_catches_the_rest_and_no_match_names_the_path():
-  m = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
-  assert nnx.prefix(m, {...: "all"}, graph=False).kernel == "all"
-  with pytest.raises(ValueError, match="No filter matched leaf at path bias"):
-    nnx.prefix(m, {nnx.BatchStat: 0}, graph=False)
+def test_prefix_as_jit_in_shardings():
+  mesh = jax.sharding.Mesh(np.array(jax.devices()[:2]), ("d",))
+  rows = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(None, "d"))
+  m = Block(nnx.Rngs(0))
+  sh = nnx.prefix(m, {nnx.PathContains("kernel"): rows, ...: None})
+  nnx.jit(lambda m: None, in_shardings=(sh,))(m)
+  assert m.linear.kernel.value.sharding == rows
 
 
-def test_tree_mode_rejects_sharing():
-  v = nnx.Param(jnp.ones(1))
-  m = nnx.Module()
-  m.a, m.b = v, v
-  with pytest.raises(nnx.SharedReferenceError, match=r"nnx.prefix\(graph=False\)"):
-    nnx.prefix(m, {...: 0}, graph=False)
+def test_prefix_no_match_raises():
+  m = Block(nnx.Rngs(0))
+  with pytest.raises(nnx.AxisSpecError, match="no filter matches the leaf at linear/bias"):
+    nnx.prefix(m, {nnx.PathContains("kernel"): 0, nnx.BatchStat: None})

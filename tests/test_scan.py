@@ -264,10 +264,19 @@ def test_carry_shape_dtype_and_structure_changes_are_errors_and_atomic():
 
 
 def test_axes_spec_errors():
-  with pytest.raises(nnx.AxisSpecError, match="must both mark a carry"):
-    nnx.scan(lambda c, x: c, in_axes=(nnx.Carry, 0), out_axes=0)(X, X)
+  # raised when the transform is applied, before any call
+  with pytest.raises(nnx.AxisSpecError, match="If one of in_axes or out_axes has Carry"):
+    nnx.scan(lambda c, x: c, in_axes=(nnx.Carry, 0), out_axes=0)
   with pytest.raises(nnx.AxisSpecError, match="top-level entry"):
-    nnx.scan(lambda c: c, in_axes=((nnx.Carry, 0),), out_axes=0)((X, X))
+    nnx.scan(lambda c: c, in_axes=((nnx.Carry, 0),), out_axes=0)
+  with pytest.raises(nnx.AxisSpecError, match="Found multiple Carry definitions in in_axes"):
+    nnx.scan(lambda a, b: a, in_axes=(nnx.Carry, nnx.Carry))
+  with pytest.raises(nnx.AxisSpecError, match="Cannot broadcast output state. Got None"):
+    nnx.scan(lambda a, b: a, in_axes=(nnx.Carry, 0), out_axes=(nnx.Carry, None))
+  with pytest.raises(nnx.AxisSpecError, match="Cannot broadcast output state. Got StateAxes"):
+    nnx.scan(
+      lambda a, b: a, in_axes=(nnx.Carry, 0), out_axes=(nnx.Carry, nnx.StateAxes({...: None}))
+    )
 
 
 def test_transform_metadata_inside_and_outside():

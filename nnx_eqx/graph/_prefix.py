@@ -1,4 +1,7 @@
-"""``nnx.prefix``: a pytree of per-leaf values shaped like a graph.
+"""``nnx.extract.prefix``: a pytree of per-leaf values shaped like a graph.
+
+The lifted transforms take :func:`nnx.prefix` (StateAxes per graph node); this
+form keeps the graph's own shape, as ``flax.nnx.extract.prefix`` in tree mode.
 
 Transforms such as ``vmap`` take axis *prefixes*: pytrees shaped like their
 arguments whose leaves say what to do with each argument leaf. ``prefix``
@@ -37,7 +40,7 @@ class TreeState:
 
   Example:
     >>> import nnx_eqx as nnx
-    >>> t = nnx.prefix(nnx.Linear(2, 3, rngs=nnx.Rngs(0)), {nnx.Param: 0}, graph=True)
+    >>> t = nnx.extract.prefix(nnx.Linear(2, 3, rngs=nnx.Rngs(0)), {nnx.Param: 0}, graph=True)
     >>> type(t).__name__, t.state["kernel"]
     ('TreeState', 0)
   """
@@ -155,7 +158,7 @@ def prefix(
   Example:
     >>> import jax.numpy as jnp, nnx_eqx as nnx
     >>> model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
-    >>> axes = nnx.prefix(model, {nnx.Param: 0}, graph=False)
+    >>> axes = nnx.extract.prefix(model, {nnx.Param: 0}, graph=False)
     >>> axes.kernel, axes.bias
     (0, 0)
   """

@@ -14,7 +14,7 @@ from ..graph._variables import Param, Variable, new_variable
 from . import _lift
 
 
-def _grad_state(w, idxs: list[int], grads: list, trace) -> State | Variable:
+def grad_state(w, idxs: list[int], grads: list, trace) -> State | Variable:
   items = []
   for i, g in zip(idxs, grads):
     s = w.slots[i]
@@ -26,11 +26,18 @@ def _grad_state(w, idxs: list[int], grads: list, trace) -> State | Variable:
 
 
 def _value_and_grad(
-  f: Callable, argnums, has_aux: bool, wrt: Filter, holomorphic: bool, allow_int: bool
+  f: Callable,
+  argnums,
+  has_aux: bool,
+  wrt: Filter,
+  holomorphic: bool,
+  allow_int: bool,
+  name: str = "nnx.value_and_grad",
 ):
   single = isinstance(argnums, int)
   argnums_t = (argnums,) if single else tuple(argnums)
   wrt_pred = to_predicate(wrt)
+  _lift.reject_bound_method(f, name)
 
   @functools.wraps(f)
   def wrapper(*args):
@@ -80,7 +87,7 @@ def _value_and_grad(
     for a in argnums_t:
       if a in node_args:
         idxs = [i for i in diff_idx if arg_of[i] == a]
-        results.append(_grad_state(w, idxs, [g_diff[pos[i]] for i in idxs], trace))
+        results.append(grad_state(w, idxs, [g_diff[pos[i]] for i in idxs], trace))
       else:
         results.append(next(arr_iter))
     grads = results[0] if single else tuple(results)
@@ -158,7 +165,7 @@ def grad(
   """
 
   def wrap(fn):
-    vg = _value_and_grad(fn, argnums, has_aux, wrt, holomorphic, allow_int)
+    vg = _value_and_grad(fn, argnums, has_aux, wrt, holomorphic, allow_int, "nnx.grad")
 
     @functools.wraps(fn)
     def g(*args):

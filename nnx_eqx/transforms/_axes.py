@@ -16,6 +16,7 @@ import jax
 
 from ..graph._filters import Filter, filter_name, to_predicate
 from ..graph._node_types import is_node
+from ..graph._state import State
 from . import _lift
 from ._errors import AxisSpecError, fmt_path
 
@@ -57,6 +58,8 @@ class StateAxes(Mapping):
   __slots__ = ("_filters", "_axes", "_preds")
 
   def __init__(self, filter_axes: Mapping[Filter, Any] | Iterable[tuple[Filter, Any]], /):
+    if isinstance(filter_axes, State):  # one exact-path filter per leaf of the State
+      filter_axes = [(AtPath(p), a) for p, a in filter_axes.flat_state().items()]
     items = tuple(filter_axes.items() if isinstance(filter_axes, Mapping) else filter_axes)
     self._filters = tuple(f for f, _ in items)
     self._axes = tuple(a for _, a in items)
@@ -107,6 +110,36 @@ class StateAxes(Mapping):
       f" ({type(leaf).__name__}). Fix: add a catch-all entry, e.g. `...: None`."
     )
 
+  def map_prefix(self, path: tuple, variable: Any) -> Any:
+    """The axis of the state at ``path`` (flax's name for :meth:`axis_for`).
+
+    Raises:
+      AxisSpecError: if no filter matches.
+    """
+    return self.axis_for(path, variable, type(self).__name__)
+
+
+class AtPath:
+  """Filter matching the state at exactly one path (what a State of axes
+  given to :class:`StateAxes` turns into)."""
+
+  __slots__ = ("path",)
+
+  def __init__(self, path: tuple):
+    self.path = tuple(path)
+
+  def __call__(self, path: tuple, value: Any) -> bool:
+    return tuple(path) == self.path
+
+  def __eq__(self, other):
+    return isinstance(other, AtPath) and other.path == self.path
+
+  def __hash__(self):
+    return hash(("AtPath", self.path))
+
+  def __repr__(self):
+    return f"AtPath({fmt_path(self.path)!r})"
+
 
 def _axis_name(a) -> str:
   return "Carry" if a is Carry else repr(a)
@@ -129,8 +162,9 @@ def _count_leaves(tree) -> int:
   return len(jax.tree_util.tree_leaves(tree, is_leaf=is_node))
 
 
-def broadcast_prefix(prefix: Any, tree: Any, name: str) -> list:
-  """One axis spec per leaf of ``tree`` (graph nodes count as leaves).
+def broadcast_prefix(prefix: Any, tree: Any, name: str, is_leaf=is_axis_leaf) -> list:
+  """One axis spec per leaf of ``tree`` (graph nodes count as leaves);
+  ``is_leaf`` tells which values of ``prefix`` are specs.
 
   Raises:
     AxisSpecError: if ``prefix`` is not a pytree prefix of ``tree``.
@@ -143,7 +177,7 @@ def broadcast_prefix(prefix: Any, tree: Any, name: str) -> list:
     specs.extend([spec] * _count_leaves(sub))
 
   try:
-    jax.tree_util.tree_map(take, prefix, tree, is_leaf=is_axis_leaf)
+    jax.tree_util.tree_map(take, prefix, tree, is_leaf=is_leaf)
   except (ValueError, TypeError) as e:
     raise AxisSpecError(
       f"{name}={prefix!r} is not a pytree prefix of the value it describes"

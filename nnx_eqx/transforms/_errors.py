@@ -42,6 +42,16 @@ class LiftedStructureError(NnxError, ValueError):
   propagated (e.g. a ``cond`` branch adding an attribute)."""
 
 
+class BoundMethodError(NnxError, ValueError):
+  """A transform was given a method already bound to a Module instance; the
+  instance would be captured by closure instead of being lifted."""
+
+
+class UnsupportedModeError(NnxError, ValueError):
+  """A transform was asked for a ``graph=``/``graph_updates=`` mode it cannot
+  honour (e.g. ``nnx.make_jaxpr`` with graph updates)."""
+
+
 def fmt_path(path: tuple) -> str:
   """``('a', 0, 'b')`` -> ``'a/0/b'`` (``'<root>'`` for the empty path)."""
   return "/".join(map(str, path)) or "<root>"

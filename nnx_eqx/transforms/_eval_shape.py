@@ -36,6 +36,7 @@ def eval_shape(f: Callable, *args: Any, **kwargs: Any) -> Any:
     >>> abstract.kernel.value
     ShapeDtypeStruct(shape=(1024, 1024), dtype=float32)
   """
+  _lift.reject_bound_method(f, "nnx.eval_shape")
   split, w, leaves, rest = _lift.prepare((*args, kwargs))
   dyn, spec = split_rest(rest)
   graphdef = w.graphdef if w is not None else None

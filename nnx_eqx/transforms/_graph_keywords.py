@@ -26,8 +26,15 @@ from ._control import switch as _switch
 from ._control import while_loop as _while_loop
 from ._eval_shape import eval_shape as _eval_shape
 from ._jit import jit as _jit
+from ._jit import jit_partial as _jit_partial
+from ._pmap import pmap as _pmap
+from ._prefix import prefix as _prefix
 from ._remat import remat as _remat
 from ._scan import scan as _scan
+from ._shard_map import shard_map as _shard_map
+from ._staging import checkify as _checkify
+from ._vjp import jvp as _jvp
+from ._vjp import vjp as _vjp
 from ._vmap import vmap as _vmap
 
 
@@ -74,3 +81,10 @@ cond = _kw(_cond)
 switch = _kw(_switch)
 fori_loop = _kw(_fori_loop)
 while_loop = _kw(_while_loop)
+vjp = _kw(_vjp)
+jvp = _kw(_jvp)
+jit_partial = _kw(_jit_partial)
+pmap = _kw(_pmap)
+shard_map = _kw(_shard_map)
+prefix = _kw(_prefix)
+checkify = _kw(_checkify)

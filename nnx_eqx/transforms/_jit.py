@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 
-from . import _lift
+from ..graph._errors import NnxError
+from . import _lift, _shardings
 
 
 class JitWrapped:
@@ -28,6 +30,7 @@ class JitWrapped:
     static_argnames: Sequence[str],
     donate_argnums: Sequence[int],
     jit_kwargs: dict,
+    in_shardings: Any = None,
   ):
     functools.update_wrapper(self, fn)
     self.fn = fn
@@ -36,7 +39,11 @@ class JitWrapped:
     self.donate_argnums = frozenset(donate_argnums)
     self._jit_kwargs = jit_kwargs
     self._compiled: dict = {}  # (key, donate) -> jax.jit of the pure function
-    self._plain = not (self.static_argnums or self.static_argnames or self.donate_argnums)
+    self.in_shardings = in_shardings
+    self._leaf_shardings: dict = {}  # key -> sharding per leaf (with in_shardings)
+    self._plain = not (
+      self.static_argnums or self.static_argnames or self.donate_argnums or in_shardings is not None
+    )
     self._last = _lift.LastCall()
 
   def _pure(self, key, leaves, *rest):
@@ -44,26 +51,43 @@ class JitWrapped:
 
     def call(*args):
       args = list(args)
-      for i, v in zip(self.static_argnums, static_vals[0]):
-        args.insert(i, v)
       kwargs = dict(args.pop()) if kw_names is not None else {}
+      for i, v in static_vals[0]:
+        args.insert(i, v)
       kwargs.update(static_vals[1])
       return self.fn(*args, **kwargs)
 
     out, updates = _lift.call_inner(call, graphdef, split, leaves, rest)
     if updates.structure is None:
-      return out, dict(zip(updates.index, updates.values))
+      values = updates.values
+      if self.in_shardings is not None:  # updated state keeps its input sharding
+        leaf_sh = self._leaf_shardings[key]
+        values = _shardings.constrain(values, [leaf_sh[i] for i in updates.index])
+      return out, dict(zip(updates.index, values))
     return out, updates
 
-  def _jitted(self, key: tuple, donate: bool = False) -> Callable:
+  def _jitted(self, key: tuple, donate: bool = False, w=None) -> Any:
     """The ``jax.jit`` for ``key``: ``(leaves, *rest) -> (out, updates)``."""
     fn = self._compiled.get((key, donate))
     if fn is None:
       if len(self._compiled) >= _MAX_KEYS:  # drop the oldest, as jax.jit's own cache does
-        del self._compiled[next(iter(self._compiled))]
-      kwargs = dict(self._jit_kwargs, donate_argnums=0) if donate else self._jit_kwargs
+        oldest = next(iter(self._compiled))
+        del self._compiled[oldest]
+        self._leaf_shardings.pop(oldest[0], None)
+      kwargs = dict(self._jit_kwargs, donate_argnums=0) if donate else dict(self._jit_kwargs)
+      if self.in_shardings is not None:
+        kwargs["in_shardings"] = self._resolve_shardings(key, w)
       fn = self._compiled[key, donate] = jax.jit(functools.partial(self._pure, key), **kwargs)
     return fn
+
+  def _resolve_shardings(self, key: tuple, w) -> tuple:
+    """``in_shardings`` for ``(leaves, *rest)`` under ``key``; keeps the leaves' part."""
+    _, split, _, n_args, kw_names = key
+    n_pos = n_args - (kw_names is not None)
+    specs = _shardings.per_argument(self.in_shardings, n_pos) + [None] * (n_args - n_pos)
+    leaf_sh, rest_sh = _shardings.resolve(specs, split, w, n_args)
+    self._leaf_shardings[key] = leaf_sh
+    return (leaf_sh, *rest_sh)
 
   def __get__(self, obj, objtype=None):
     if obj is None:
@@ -72,8 +96,10 @@ class JitWrapped:
 
   def _split_static(self, args: tuple, kwargs: dict):
     if self.static_argnums:
-      static_pos = [i if i >= 0 else len(args) + i for i in self.static_argnums]
-      static = tuple(args[i] for i in static_pos)
+      n = len(args)
+      static_pos = sorted(i if i >= 0 else n + i for i in self.static_argnums)
+      static_pos = [i for i in static_pos if i < n]  # others may come as keywords
+      static = tuple((i, args[i]) for i in static_pos)
       args = tuple(a for i, a in enumerate(args) if i not in static_pos)
     else:
       static = ()
@@ -105,7 +131,12 @@ class JitWrapped:
       donate = bool(self.donate_argnums) and any(
         i in self.donate_argnums for i in split.arg_of_node
       )
-      fn = self._jitted(key, donate)
+      fn = self._jitted(key, donate, w)
+      if self.in_shardings is not None and w is not None:
+        leaf_sh = self._leaf_shardings.get(key)
+        if leaf_sh is None:
+          leaf_sh = self._resolve_shardings(key, w)[0]
+        leaves = _shardings.place(w, leaves, leaf_sh)
     out, updates = fn(leaves, *rest)
     if type(updates) is dict:  # values only
       if updates:
@@ -117,10 +148,60 @@ class JitWrapped:
     """The ``jax.jit`` for a call without static, keyword or donated arguments."""
     return self._jitted((w.graphdef if w is not None else None, split, _NO_STATIC, len(args), None))
 
-  def lower(self, *args, **kwargs):
-    """Lowers for the given arguments (``jax.stages.Lowered``), for inspecting HLO."""
-    _, key, leaves, rest, _ = self._prepare(args, kwargs)
-    return self._jitted(key).lower(leaves, *rest)
+  def lower(self, *args, **kwargs) -> Lowered:
+    """Lowers for the given arguments, for inspecting HLO or compiling ahead of time.
+
+    The result behaves as ``jax.stages.Lowered`` (``as_text()``, ...); its
+    ``compile()`` gives a callable taking the same arguments as this function,
+    which writes Module updates back as a call of this function does.
+    """
+    w, key, leaves, rest, _ = self._prepare(args, kwargs)
+    return Lowered(self, key, self._jitted(key, False, w).lower(leaves, *rest))
+
+
+class Lowered:
+  """A lowered lifted-jit call: ``jax.stages.Lowered`` plus :meth:`compile`."""
+
+  def __init__(self, wrapped: JitWrapped, key: tuple, lowered: Any):
+    self._wrapped, self._key, self._lowered = wrapped, key, lowered
+
+  def __getattr__(self, name: str) -> Any:
+    return getattr(self._lowered, name)
+
+  def compile(self, *args, **kwargs) -> Compiled:
+    """Compiles (arguments as ``jax.stages.Lowered.compile``)."""
+    return Compiled(self._wrapped, self._key, self._lowered.compile(*args, **kwargs))
+
+
+class Compiled:
+  """A compiled lifted-jit call; calling it runs the executable on new arguments
+  of the same structure and writes Module updates back."""
+
+  def __init__(self, wrapped: JitWrapped, key: tuple, compiled: Any):
+    self._wrapped, self._key, self._compiled = wrapped, key, compiled
+
+  def __getattr__(self, name: str) -> Any:
+    return getattr(self._compiled, name)
+
+  def __call__(self, *args, **kwargs):
+    w, key, leaves, rest, _ = self._wrapped._prepare(args, kwargs)
+    if key != self._key:
+      raise CompiledStructureError(
+        "nnx.jit: the arguments differ in graph structure, layout or static values from"
+        " those this executable was compiled for. Fix: lower and compile again for them,"
+        " or call the jitted function itself."
+      )
+    out, updates = self._compiled(leaves, *rest)
+    if type(updates) is dict:
+      if updates:
+        w.set_leaves(updates.keys(), updates.values())  # type: ignore[union-attr]
+      return out
+    return _lift.apply_updates(w, updates, out)
+
+
+class CompiledStructureError(NnxError, TypeError):
+  """A compiled lifted-jit call got arguments of another structure than it was
+  compiled for."""
 
 
 _MAX_KEYS = 4096
@@ -130,9 +211,11 @@ _NO_STATIC: tuple = ((), ())
 def jit(
   fn: Callable | None = None,
   *,
-  static_argnums: int | Sequence[int] = (),
-  static_argnames: str | Sequence[str] = (),
-  donate_argnums: int | Sequence[int] = (),
+  static_argnums: int | Sequence[int] | None = (),
+  static_argnames: str | Sequence[str] | None = (),
+  donate_argnums: int | Sequence[int] | None = (),
+  in_shardings: Any = None,
+  out_shardings: Any = None,
   **jit_kwargs: Any,
 ):
   """``jax.jit`` lifted over Modules: state updates inside propagate out.
@@ -151,12 +234,20 @@ def jit(
     static_argnums: positional arguments treated as static (hashable).
     static_argnames: keyword arguments treated as static.
     donate_argnums: arguments whose Module leaves are donated to the call.
+    in_shardings: one entry per (non-static) positional argument, or one
+      value for all: a ``jax.sharding.Sharding`` (or ``PartitionSpec`` under
+      a mesh, or None). For a Module argument the entry applies to all its
+      state, or per filter with :class:`StateSharding`; the Module's state
+      is moved to those shardings (also in the caller's Variables).
+    out_shardings: as ``jax.jit``, a prefix of the output.
     **jit_kwargs: passed to ``jax.jit`` (e.g. ``inline``, ``keep_unused``).
 
   Returns:
-    The wrapped function (``.lower(*args)`` gives ``jax.stages.Lowered``).
+    The wrapped function; ``.lower(*args)`` gives a ``jax.stages.Lowered``
+    whose ``compile()`` is callable with the same arguments.
 
   Raises:
+    BoundMethodError: ``fn`` is a Module's bound method.
     Whatever ``fn`` raises; the caller's modules are then left unchanged.
 
   Example:
@@ -171,6 +262,9 @@ def jit(
     >>> int(c.n.value)
     2
   """
+  static_argnums = () if static_argnums is None else static_argnums
+  static_argnames = () if static_argnames is None else static_argnames
+  donate_argnums = () if donate_argnums is None else donate_argnums
   if isinstance(static_argnums, int):
     static_argnums = (static_argnums,)
   if isinstance(static_argnames, str):
@@ -178,7 +272,93 @@ def jit(
   if isinstance(donate_argnums, int):
     donate_argnums = (donate_argnums,)
 
+  if out_shardings is not None:
+    jit_kwargs = dict(jit_kwargs, out_shardings=(out_shardings, None))  # None: the updates
+
   def wrap(f: Callable) -> JitWrapped:
-    return JitWrapped(f, static_argnums, static_argnames, donate_argnums, jit_kwargs)
+    _lift.reject_bound_method(f, "nnx.jit")
+    argnums = tuple(static_argnums) + _positions_of(f, static_argnames, static_argnums)
+    return JitWrapped(f, argnums, static_argnames, donate_argnums, jit_kwargs, in_shardings)
 
   return wrap if fn is None else wrap(fn)
+
+
+def _positions_of(f: Callable, names: Sequence[str], taken: Sequence[int]) -> tuple:
+  """Positions of the parameters ``names`` of ``f`` (as ``jax.jit`` infers
+  ``static_argnums`` from ``static_argnames``), other than those in ``taken``."""
+  if not names:
+    return ()
+  try:
+    params = list(inspect.signature(f).parameters.values())
+  except (TypeError, ValueError):
+    return ()
+  kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+  return tuple(
+    i for i, p in enumerate(params) if p.kind in kinds and p.name in names and i not in taken
+  )
+
+
+class JitPartial:
+  """The callable returned by :func:`jit_partial`: the jitted function with its
+  leading arguments bound."""
+
+  def __init__(self, jitted: JitWrapped, partial_args: tuple):
+    functools.update_wrapper(self, jitted.fn)
+    self.jitted, self.partial_args = jitted, partial_args
+
+  def __call__(self, *args, **kwargs):
+    return self.jitted(*self.partial_args, *args, **kwargs)
+
+  def lower(self, *args, **kwargs) -> Lowered:
+    """As :meth:`JitWrapped.lower`; the compiled call takes the remaining arguments."""
+    return _PartialLowered(self, self.jitted.lower(*self.partial_args, *args, **kwargs))
+
+
+class _PartialLowered(Lowered):
+  def __init__(self, partial: JitPartial, lowered: Lowered):
+    super().__init__(lowered._wrapped, lowered._key, lowered._lowered)
+    self._partial_args = partial.partial_args
+
+  def compile(self, *args, **kwargs) -> Compiled:
+    compiled = super().compile(*args, **kwargs)
+    return _PartialCompiled(compiled, self._partial_args)
+
+
+class _PartialCompiled(Compiled):
+  def __init__(self, compiled: Compiled, partial_args: tuple):
+    super().__init__(compiled._wrapped, compiled._key, compiled._compiled)
+    self._partial_args = partial_args
+
+  def __call__(self, *args, **kwargs):
+    return super().__call__(*self._partial_args, *args, **kwargs)
+
+
+def jit_partial(fun: Callable, *partial_args: Any, **jit_options: Any) -> JitPartial:
+  """:func:`jit` of ``fun`` with its first arguments bound (as flax.nnx.jit_partial).
+
+  The bound arguments (usually the model and optimizer of a train step) are
+  passed on every call as :func:`jit` passes them, so their Variables may
+  change between calls without a retrace, and updates made inside are
+  written back to them.
+
+  Args:
+    fun: the function; ``partial_args`` fill its first positional parameters.
+    *partial_args: Modules, Variables or other arguments to bind.
+    **jit_options: as :func:`jit`; a tuple ``in_shardings`` starts with the
+      entries of the bound arguments.
+
+  Returns:
+    A callable taking the remaining arguments (also ``.lower(...)``, whose
+    ``compile()`` takes them too).
+
+  Raises:
+    BoundMethodError: ``fun`` is a Module's bound method.
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+    >>> forward = nnx.jit_partial(lambda m, x: m(x), model)
+    >>> forward(jnp.ones((4, 2))).shape
+    (4, 3)
+  """
+  return JitPartial(jit(fun, **jit_options), partial_args)

@@ -19,6 +19,8 @@ A lifted transform runs in four steps:
 
 from __future__ import annotations
 
+import functools
+import inspect
 import operator
 import weakref
 from collections.abc import Callable
@@ -29,6 +31,8 @@ import jax
 from ..graph import _graph, _node_types, _version
 from ..graph._graph import GraphDef, Walk, is_node, node_impl
 from ..graph._variables import Variable
+from ..module._module import Module
+from ._errors import BoundMethodError
 
 
 class ArgSplit(NamedTuple):
@@ -313,6 +317,28 @@ class LastCall:
     return split, w, leaves, rest, extra
 
 
+def reject_bound_method(fn: Callable, name: str) -> None:
+  """Raises if ``fn`` (possibly inside ``functools.partial``) is a Module's bound method.
+
+  A bound method closes over its Module, so the transform could not lift it:
+  its state would enter as constants and updates would be lost.
+
+  Raises:
+    BoundMethodError: (a ValueError) naming the method and the fix.
+  """
+  g = fn
+  while isinstance(g, functools.partial):
+    g = g.func
+  if inspect.ismethod(g) and isinstance(g.__self__, Module):
+    owner = type(g.__self__).__name__
+    method = g.__func__.__name__
+    raise BoundMethodError(
+      f"{name} does not support bound methods (got {owner}.{method} bound to an instance)."
+      f" Fix: decorate the method inside the class (@{name}), or transform the unbound"
+      f" {owner}.{method} and pass the module as its first argument."
+    )
+
+
 def leaf_arg_index(w: Walk, split: ArgSplit) -> list[int]:
   """Per leaf, the index of the top-level argument it belongs to."""
   return [split.arg_of_node[p[0]] for p in w.paths]
@@ -330,5 +356,6 @@ __all__ = [
   "apply_updates",
   "merge_inner",
   "leaf_arg_index",
+  "reject_bound_method",
   "is_node",
 ]

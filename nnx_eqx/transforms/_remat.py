@@ -99,6 +99,7 @@ def remat(
     static_argnums = (static_argnums,)
 
   def wrap(fn: Callable):
+    _lift.reject_bound_method(fn, "nnx.remat")
     if isinstance(fn, type):
       return SEED_HOOKS["remat"](
         fn, prevent_cse=prevent_cse, static_argnums=static_argnums, policy=policy

@@ -46,8 +46,36 @@ def _carry_position(axes: Any, name: str) -> Any:
     if a is not Carry:
       _no_nested_carry(a, name, (i,))
   if len(found) > 1:
-    raise AxisSpecError(f"{NAME}: {name} marks several entries {found} as nnx.Carry; use one.")
+    raise AxisSpecError(
+      f"{NAME}: Found multiple Carry definitions in {name} (entries {found}). Fix: mark one"
+      " entry as nnx.Carry and pack the carried values into it (e.g. a tuple)."
+    )
   return found[0] if found else None
+
+
+def check_scan_axes(in_axes: Any, out_axes: Any) -> tuple:
+  """``(in carry position, out carry position)``; checked when ``nnx.scan`` is applied.
+
+  Raises:
+    AxisSpecError: several carries, a carry on one side only, or a broadcast
+      (None) output axis.
+  """
+  in_carry = _carry_position(in_axes, "in_axes")
+  out_carry = _carry_position(out_axes, "out_axes")
+  if (in_carry is None) != (out_carry is None):
+    raise AxisSpecError(
+      f"{NAME}: If one of in_axes or out_axes has Carry, the other must also have Carry"
+      f" (got in_axes={in_axes!r}, out_axes={out_axes!r}). Fix: e.g."
+      " in_axes=(nnx.Carry, 0), out_axes=(nnx.Carry, 0)."
+    )
+  for leaf in jax.tree_util.tree_leaves(out_axes, is_leaf=is_axis_leaf):
+    if leaf is None or (isinstance(leaf, StateAxes) and None in leaf.axes):
+      raise AxisSpecError(
+        f"{NAME}: Cannot broadcast output state. Got {leaf!r} in out_axes={out_axes!r}:"
+        " scan stacks every output over the scanned axis. Fix: give the output an int axis,"
+        " or return state that stays the same through nnx.Carry."
+      )
+  return in_carry, out_carry
 
 
 def _no_nested_carry(axes, name, at) -> None:
@@ -64,13 +92,7 @@ class _Plan:
 
   def __init__(self, w: ScanWrapped, graphdef, split, spec, rest, leaves, dyn):
     self.graphdef, self.split, self.spec = graphdef, split, spec
-    self.in_carry = _carry_position(w.in_axes, "in_axes")
-    self.out_carry = _carry_position(w.out_axes, "out_axes")
-    if (self.in_carry is None) != (self.out_carry is None):
-      raise AxisSpecError(
-        f"{NAME}: in_axes={w.in_axes!r} and out_axes={w.out_axes!r} must both mark a carry"
-        " with nnx.Carry, or neither. Fix: e.g. in_axes=(nnx.Carry, 0), out_axes=(nnx.Carry, 0)."
-      )
+    self.in_carry, self.out_carry = check_scan_axes(w.in_axes, w.out_axes)
     prefix = self._carry_prefix(w.in_axes, len(rest))
     node_specs, rest_specs = arg_specs(split, rest, prefix, "in_axes")
     self.node_specs = node_specs
@@ -124,6 +146,7 @@ class ScanWrapped(Lifted):
     self.unroll = unroll
     self.in_axes = tuple(in_axes) if isinstance(in_axes, list) else in_axes
     self.out_axes = tuple(out_axes) if isinstance(out_axes, list) else out_axes
+    check_scan_axes(self.in_axes, self.out_axes)  # when applied, as flax does
     self.tm = dict(tm or {})
     self._dispatch = Dispatcher(self._pure)
 
@@ -410,6 +433,7 @@ def scan(
     )
 
   def wrap(fn: Callable) -> ScanWrapped:
+    _lift.reject_bound_method(fn, "nnx.scan")
     return ScanWrapped(fn, length, reverse, unroll, in_axes, out_axes, transform_metadata)
 
   return wrap if f is None else wrap(f)

@@ -90,14 +90,7 @@ class VmapWrapped(Lifted):
       box.update(out_tree=out_tree, n=len(out_leaves), upd=upd, structural=structural)
       return [*out_leaves, *upd.values]
 
-    vmapped = jax.vmap(
-      mapped,
-      in_axes=(list(state_axes), dyn_axes),
-      out_axes=holder,
-      axis_name=self.axis_name,
-      axis_size=self.axis_size,
-      spmd_axis_name=self.spmd_axis_name,
-    )
+    vmapped = self._map(mapped, (list(state_axes), dyn_axes), holder)
     try:
       res = vmapped(list(leaves), list(dyn))
     except ValueError as e:
@@ -105,6 +98,17 @@ class VmapWrapped(Lifted):
     n, upd = box["n"], box["upd"]
     out = jax.tree_util.tree_unflatten(box["out_tree"], res[:n])
     return out, _lift.Updates(upd.structure, upd.index, res[n:])
+
+  def _map(self, mapped: Callable, in_axes: tuple, holder: list) -> Callable:
+    """The JAX mapping of ``mapped``; ``holder`` receives the out axes while tracing."""
+    return jax.vmap(
+      mapped,
+      in_axes=in_axes,
+      out_axes=holder,
+      axis_name=self.axis_name,
+      axis_size=self.axis_size,
+      spmd_axis_name=self.spmd_axis_name,
+    )
 
   def _broadcast_error(self, e: ValueError, box: dict, axes: GraphAxes) -> Exception:
     m = _OUT_AXES_AT.search(str(e))
@@ -185,6 +189,7 @@ def vmap(
   """
 
   def wrap(fn: Callable) -> VmapWrapped:
+    _lift.reject_bound_method(fn, "nnx.vmap")
     return VmapWrapped(
       fn, in_axes, out_axes, axis_name, axis_size, spmd_axis_name, transform_metadata
     )

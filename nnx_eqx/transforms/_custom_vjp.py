@@ -1,0 +1,259 @@
+"""``nnx.custom_vjp``: ``jax.custom_vjp`` lifted over Modules (as flax.nnx.custom_vjp).
+
+The function, its ``fwd`` and its ``bwd`` all run on the lifting mechanism of
+:mod:`._lift`: JAX sees ``(leaves, arrays) -> (output, updates)``, where the
+updates are the Module leaves the function changed (written back after the
+call). ``bwd``'s result is mapped back onto those leaves: a Module tangent by
+its leaves, a State tangent by its paths, ``None`` as zero.
+
+Two conventions, as flax: with graph updates (the default) ``bwd(*nondiff,
+res, (inputs_g, out_g))`` gets, per differentiable argument, a State of the
+cotangents of its state (or None) and returns States for Module arguments;
+without (``graph_updates=False`` or ``graph=False``) ``bwd(*nondiff, res,
+out_g)`` returns tangents of the arguments' own types (a Module for a Module).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+
+from ..graph import _graph
+from ..graph._diff_state import DiffState
+from ..graph._filters import to_predicate
+from ..graph._graph_mode import resolve
+from ..graph._state import State
+from ..graph._tracing import current_trace
+from ..graph._variables import Variable
+from . import _lift
+from ._autodiff import grad_state
+from ._dispatch import join_rest, positional, split_rest
+from ._errors import LiftedStructureError
+
+
+class CustomVjpError(LiftedStructureError):
+  """``nnx.custom_vjp`` was used in a way it cannot lift (no ``defvjp``, a
+  DiffState without graph updates, Modules nested in containers)."""
+
+
+class CustomVjp:
+  """The callable returned by :func:`custom_vjp`; call :meth:`defvjp` before
+  differentiating it."""
+
+  def __init__(self, fun: Callable, nondiff_argnums: tuple, graph_updates: bool):
+    functools.update_wrapper(self, fun)
+    self.fun = fun
+    self.graph_updates = graph_updates
+    self.nondiff = tuple(sorted(a for a in nondiff_argnums if isinstance(a, int)))
+    self.filters = {
+      a.argnum: to_predicate(a.filter) for a in nondiff_argnums if isinstance(a, DiffState)
+    }
+    if self.filters and not graph_updates:
+      raise CustomVjpError(
+        "nnx.custom_vjp: DiffState in nondiff_argnums needs graph updates. Fix: drop"
+        " graph_updates=False, or select the differentiable state inside the function."
+      )
+    self.fwd: Callable | None = None
+    self.bwd: Callable | None = None
+
+  def defvjp(self, fwd: Callable, bwd: Callable, symbolic_zeros: bool = False) -> None:
+    """Sets ``fwd(*args) -> (out, res)`` and ``bwd`` (see :func:`custom_vjp`)."""
+    if symbolic_zeros:
+      raise NotImplementedError("nnx.custom_vjp: symbolic_zeros is not supported.")
+    self.fwd, self.bwd = fwd, bwd
+
+  def __get__(self, obj, objtype=None):
+    return self if obj is None else functools.partial(self, obj)
+
+  def __call__(self, *args, **kwargs):
+    if self.fwd is None or self.bwd is None:
+      raise CustomVjpError(
+        f"nnx.custom_vjp: {self.__name__} has no fwd/bwd. Fix: call .defvjp(fwd, bwd) first."
+      )
+    args = positional(self.fun, args, kwargs, "nnx.custom_vjp")
+    split, w, leaves, rest = _lift.prepare(args)
+    if split.generic:
+      raise CustomVjpError(
+        "nnx.custom_vjp: Modules inside containers are not supported. Fix: pass each"
+        " Module as its own argument."
+      )
+    dyn, spec = split_rest(rest)
+    call = _Call(self, split, w, spec, len(args))
+    fn = jax.custom_vjp(call.primal)
+    fn.defvjp(call.forward, call.backward)
+    out, updates = fn(list(leaves), dyn)
+    return _lift.apply_updates(w, updates, out)
+
+
+class _Call:
+  """One call of a :class:`CustomVjp`: the pure functions JAX differentiates."""
+
+  def __init__(self, cv: CustomVjp, split: _lift.ArgSplit, w, spec, n_args: int):
+    self.cv, self.split, self.w, self.spec, self.n_args = cv, split, w, spec, n_args
+    self.graphdef = w.graphdef if w is not None else None
+    self.arg_of = _lift.leaf_arg_index(w, split) if w is not None else []
+    self.index = {(a, p[1:]): i for i, (a, p) in enumerate(zip(self.arg_of, w.paths))} if w else {}
+    self.diff = [i for i in range(n_args) if i not in cv.nondiff]
+
+  def _run(self, fn: Callable, leaves, dyn):
+    out, updates = _lift.call_inner(
+      fn, self.graphdef, self.split, leaves, join_rest(self.spec, dyn)
+    )
+    if updates.structure is not None and self.cv.graph_updates is False:
+      raise CustomVjpError(
+        "nnx.custom_vjp: the function changed the graph structure (new attributes or"
+        " Modules returned). Fix: return State (nnx.state) instead of Modules."
+      )
+    return out, updates
+
+  def primal(self, leaves, dyn):
+    return self._run(self.cv.fun, leaves, dyn)
+
+  def forward(self, leaves, dyn):
+    box: list = []
+
+    def fwd(*args):
+      out, res = self.cv.fwd(*args)  # type: ignore[misc]
+      box.append(res)
+      return out
+
+    out_upd = self._run(fwd, leaves, dyn)
+    return out_upd, (box[0], leaves, dyn)
+
+  def _args(self, leaves, dyn) -> tuple:
+    nodes, _ = _lift.merge_inner(self.graphdef, list(leaves))
+    return _lift.join_args(self.split, join_rest(self.spec, dyn), nodes)
+
+  def _diff_leaf(self, i: int) -> bool:
+    a = self.arg_of[i]
+    pred = self.cv.filters.get(a)
+    if a in self.cv.nondiff:
+      return False
+    return pred is None or pred(self.w.paths[i][1:], self.w.slots[i])
+
+  def _inputs_g(self, leaves, upd_g: _lift.Updates) -> tuple:
+    """Per differentiable argument: a State of the cotangents of its state."""
+    got = dict(zip(upd_g.index, upd_g.values)) if upd_g.structure is None else {}
+    trace = current_trace()
+    result: list = []
+    for a in self.diff:
+      if a not in self.split.positions:
+        result.append(None)
+        continue
+      idxs = [i for i, b in enumerate(self.arg_of) if b == a and self._diff_leaf(i)]
+      vals = [got.get(i, _zeros(leaves[i])) for i in idxs]
+      result.append(grad_state(self.w, idxs, vals, trace))
+    return tuple(result)
+
+  def backward(self, resid, g):
+    res, leaves, dyn = resid
+    out_g, upd_g = g
+    args = self._args(leaves, dyn)
+    nondiff = [args[i] for i in self.cv.nondiff]
+    if self.cv.graph_updates:
+      tangents = self.cv.bwd(*nondiff, res, (self._inputs_g(leaves, upd_g), out_g))  # type: ignore[misc]
+    else:
+      tangents = self.cv.bwd(*nondiff, res, out_g)  # type: ignore[misc]
+    return self._cotangents(tuple(tangents), leaves)
+
+  def _cotangents(self, tangents: tuple, leaves) -> tuple:
+    if len(tangents) != len(self.diff):
+      raise CustomVjpError(
+        f"nnx.custom_vjp: bwd returned {len(tangents)} tangents for {len(self.diff)}"
+        " differentiable arguments. Fix: return one per argument not in nondiff_argnums."
+      )
+    leaf_ct: list = [None] * len(leaves)
+    rest_t: list = [None] * self.n_args
+    for a, t in zip(self.diff, tangents):
+      if a not in self.split.positions:
+        rest_t[a] = t
+      elif t is not None:
+        for path, v in _tangent_items(t):
+          i = self.index.get((a, path))
+          if i is not None and self._diff_leaf(i):
+            leaf_ct[i] = v.value if isinstance(v, Variable) else v
+    per_leaf = self.spec.treedef.flatten_up_to(tuple(rest_t))
+    dyn_ct = [c for c, m in zip(per_leaf, self.spec.dynamic) if m]
+    return leaf_ct, dyn_ct
+
+
+def _zeros(x):
+  return jnp.zeros_like(x)
+
+
+def _tangent_items(t) -> list:
+  """``(path, value)`` pairs of a Module, Variable or State tangent."""
+  if isinstance(t, State):
+    return list(t.flat_state().items())
+  if isinstance(t, Variable):
+    return [((), t)]
+  w = _graph.walk_uncached((t,))
+  return [(p[1:], v) for p, v in zip(w.paths, w.leaves())]
+
+
+def custom_vjp(
+  fun: Callable | None = None,
+  *,
+  nondiff_argnums: tuple = (),
+  graph: bool | None = None,
+  graph_updates: bool | None = None,
+):
+  """``jax.custom_vjp`` lifted over Modules (as flax.nnx.custom_vjp).
+
+  Define ``fwd(*args) -> (out, residuals)`` and ``bwd`` with
+  ``f.defvjp(fwd, bwd)``; residuals may hold Modules. State updates made by
+  the function (or ``fwd``, when differentiating) are written back. With
+  graph updates (the default), ``bwd(*nondiff, res, (inputs_g, out_g))``
+  returns one tangent per differentiable argument, a State for a Module
+  argument; ``inputs_g`` holds, per differentiable argument, a State shaped
+  like the expected tangent (or None). With ``graph_updates=False`` (or
+  ``graph=False``), ``bwd(*nondiff, res, out_g)`` returns tangents of the
+  arguments' own types (a Module for a Module). A ``None`` tangent is zero.
+
+  Args:
+    fun: the function.
+    nondiff_argnums: ints (arguments passed first to ``bwd``, not
+      differentiated) or ``nnx.DiffState(argnum, filter)`` (differentiate
+      only that part of a Module's state; graph updates only).
+    graph, graph_updates: select the convention above (defaults from
+      ``nnx.set_graph_mode``/``nnx.set_graph_updates``).
+
+  Returns:
+    A :class:`CustomVjp` (also as a decorator).
+
+  Raises:
+    BoundMethodError: ``fun`` is a Module's bound method.
+    CustomVjpError: a DiffState without graph updates; calling it before
+      ``defvjp``; ``bwd`` returning the wrong number of tangents.
+
+  Example:
+    >>> import jax, jax.numpy as jnp, nnx_eqx as nnx
+    >>> class Foo(nnx.Module):
+    ...   def __init__(self):
+    ...     self.x = nnx.Param(jnp.array(1.0))
+    >>> @nnx.custom_vjp
+    ... def f(m):
+    ...   return jnp.sin(m.x.value)
+    >>> def f_fwd(m):
+    ...   return f(m), jnp.cos(m.x.value)
+    >>> def f_bwd(cos_x, g):
+    ...   (m_g,), out_g = g
+    ...   m_g["x"].value = 2 * cos_x * out_g  # twice the true gradient
+    ...   return (m_g,)
+    >>> f.defvjp(f_fwd, f_bwd)
+    >>> round(float(nnx.grad(f)(Foo())["x"].value), 4)
+    1.0806
+  """
+  graph, graph_updates = resolve(graph, graph_updates)
+
+  def wrap(fn: Callable) -> CustomVjp:
+    _lift.reject_bound_method(fn, "nnx.custom_vjp")
+    return CustomVjp(fn, tuple(nondiff_argnums), bool(graph and graph_updates))
+
+  return wrap if fun is None else wrap(fun)
+
+
+__all__ = ["custom_vjp", "CustomVjp", "CustomVjpError"]

@@ -1,0 +1,104 @@
+"""``in_shardings`` of :func:`nnx.jit` resolved to the lifted call's arguments.
+
+A lifted jit runs ``pure(leaves, *rest)``: the Module arguments' leaf values
+in one list, the other arguments (with placeholders where Modules were) after
+it. A user's ``in_shardings`` names one entry per positional argument (or one
+value for all of them); an entry for a Module argument is either one sharding
+for all its state or a :class:`StateSharding` giving each part its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+
+from . import _lift
+from ._axes import StateAxes
+
+
+class StateSharding(StateAxes):
+  """Per-filter shardings for the state of a Module argument of :func:`nnx.jit`
+  (as flax.nnx.StateSharding).
+
+  Each leaf gets the sharding of the first filter that matches it; ``None``
+  leaves the placement to JAX.
+
+  Args:
+    filter_sharding: a mapping (or iterable of pairs) from filters to
+      ``jax.sharding.Sharding`` (or ``PartitionSpec`` under a mesh, or None).
+
+  Raises:
+    UnknownFilterError: if a key is not a valid filter.
+
+  Example:
+    >>> import jax, nnx_eqx as nnx
+    >>> mesh = jax.sharding.Mesh(jax.devices()[:1], ("d",))
+    >>> row = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("d"))
+    >>> spec = nnx.StateSharding({nnx.PathContains("kernel"): row, ...: None})
+    >>> m = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
+    >>> _ = nnx.jit(lambda m: None, in_shardings=(spec,))(m)
+    >>> m.kernel.value.sharding == row
+    True
+  """
+
+  __slots__ = ()
+
+  @property
+  def shardings(self) -> tuple:
+    return self.axes
+
+  def __repr__(self):
+    return "StateSharding" + super().__repr__()[len("StateAxes") :]
+
+
+def per_argument(in_shardings: Any, n_args: int) -> list:
+  """One sharding entry per positional argument (a single value applies to all)."""
+  if not isinstance(in_shardings, (tuple, list)):
+    return [in_shardings] * n_args
+  specs = list(in_shardings)
+  return specs + [None] * (n_args - len(specs))
+
+
+def resolve(
+  specs: list, split: _lift.ArgSplit, w, n_rest: int, name: str = "nnx.jit: in_shardings"
+) -> tuple[list, tuple]:
+  """``(leaf shardings, rest shardings)`` for ``pure(leaves, *rest)``."""
+  leaf_sh: list = []
+  if w is not None:
+    objs = w.leaf_objects()
+    for arg, path, obj in zip(_lift.leaf_arg_index(w, split), w.paths, objs):
+      spec = specs[arg]
+      if isinstance(spec, StateAxes):  # StateSharding, or what nnx.prefix gives
+        spec = spec.axis_for(path[1:], obj, f"{name}[{arg}]")
+      leaf_sh.append(spec)
+  node_args = set(split.positions)
+  rest_sh = tuple(
+    None if i in node_args or isinstance(specs[i], StateAxes) else specs[i] for i in range(n_rest)
+  )
+  return leaf_sh, rest_sh
+
+
+def constrain(values: list, shardings: list) -> list:
+  """``values`` with each one given a ``jax.sharding.Sharding`` constrained to it."""
+  return [
+    jax.lax.with_sharding_constraint(v, sh) if isinstance(sh, jax.sharding.Sharding) else v
+    for v, sh in zip(values, shardings)
+  ]
+
+
+def place(w, leaves: list, leaf_sh: list) -> list:
+  """Moves concrete leaves to their shardings and writes them back into the
+  Variables, so the caller's state lives where ``in_shardings`` says."""
+  idx, vals = [], []
+  for i, (x, sh) in enumerate(zip(leaves, leaf_sh)):
+    if isinstance(sh, jax.sharding.Sharding) and isinstance(x, jax.Array):
+      if not isinstance(x, jax.core.Tracer) and x.sharding != sh:
+        idx.append(i)
+        vals.append(jax.device_put(x, sh))
+  if idx:
+    w.set_leaves(idx, vals)
+    leaves = list(leaves)
+    for i, v in zip(idx, vals):
+      leaves[i] = v
+  return leaves
