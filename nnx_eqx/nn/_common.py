@@ -200,3 +200,38 @@ def params_key(rngs: Any) -> jax.Array:
 def normalize_axes(axes: Sequence[int], ndim: int) -> tuple[int, ...]:
   """Sorted non-negative axes."""
   return tuple(sorted(a if a >= 0 else ndim + a for a in axes))
+
+
+def optional_kwargs(**kwargs: Any) -> dict[str, Any]:
+  """The keyword arguments that are not None.
+
+  Layers pass ``preferred_element_type``/``out_sharding`` to the ``lax`` op (or a
+  user's replacement of it) only when set, so a default call is the plain op and
+  custom ops without those keywords keep working.
+
+  Example:
+    >>> from nnx_eqx.nn._common import optional_kwargs
+    >>> optional_kwargs(preferred_element_type=None, out_sharding="x")
+    {'out_sharding': 'x'}
+  """
+  return {k: v for k, v in kwargs.items() if v is not None}
+
+
+def add_bias(y: Any, bias: Any) -> Any:
+  """``y + bias`` (``bias`` broadcast from the right), or ``y`` when ``bias`` is None.
+
+  When a ``preferred_element_type`` makes ``y`` wider than ``bias`` the two are
+  promoted by the standard rules (as flax does), even under strict promotion.
+
+  Example:
+    >>> import jax.numpy as jnp
+    >>> from nnx_eqx.nn._common import add_bias
+    >>> add_bias(jnp.zeros((2, 3)), jnp.ones(3, jnp.bfloat16)).dtype
+    dtype('float32')
+  """
+  if bias is None:
+    return y
+  if jnp.result_type(y) == jnp.result_type(bias):
+    return y + bias
+  with jax.numpy_dtype_promotion("standard"):
+    return y + bias
