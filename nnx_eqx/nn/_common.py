@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import jax
@@ -13,6 +13,8 @@ from ..graph._errors import NnxError
 Dtype = Any
 Initializer = Any
 PrecisionLike = Any
+#: ``f(arrays, dtype=None, inexact=True) -> arrays``, e.g. :func:`promote_dtype`.
+PromoteDtypeFn = Callable[..., tuple]
 
 
 class InputShapeError(NnxError, ValueError):
@@ -51,7 +53,7 @@ class MissingRngsError(NnxError, ValueError):
     ...   nnx.Dropout(0.5)(jnp.ones(3))
     ... except nnx.MissingRngsError as e:
     ...   print(e)
-    Dropout: a PRNG key is needed (the layer is not deterministic), but the layer holds no rngs ...
+    Dropout: `deterministic` is False, but no `rngs` argument was provided to Dropout (the ...
   """
 
 

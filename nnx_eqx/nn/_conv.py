@@ -20,6 +20,7 @@ from ._common import (
   InputShapeError,
   LayerConfigError,
   PrecisionLike,
+  PromoteDtypeFn,
   add_bias,
   canonicalize_tuple,
   check_features,
@@ -27,7 +28,6 @@ from ._common import (
   promote_dtype,
 )
 
-PromoteDtypeFn = Callable[..., tuple]
 PaddingLike = str | int | Sequence[int | tuple[int, int]]
 
 

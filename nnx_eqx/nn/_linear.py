@@ -23,15 +23,14 @@ from ._common import (
   InputShapeError,
   LayerConfigError,
   PrecisionLike,
-  canonicalize_tuple,
+  PromoteDtypeFn,
   add_bias,
+  canonicalize_tuple,
   check_features,
   normalize_axes,
   optional_kwargs,
   promote_dtype,
 )
-
-PromoteDtypeFn = Callable[..., tuple]
 
 
 class Linear(Module):

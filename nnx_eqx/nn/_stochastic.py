@@ -44,9 +44,10 @@ def next_key(rngs: Any, own: RngStream | None, collection: str, layer: str) -> j
     rngs = own
   if rngs is None:
     raise MissingRngsError(
-      f"{layer}: a PRNG key is needed (the layer is not deterministic), but the layer"
-      " holds no rngs and the call got none. Fix: build it with rngs=nnx.Rngs(...), pass"
-      " rngs=... to the call, or make it deterministic (`model.eval()`)."
+      f"{layer}: `deterministic` is False, but no `rngs` argument was provided to {layer}"
+      " (the layer holds no rngs and the call got none). Fix: build it with"
+      " rngs=nnx.Rngs(...), pass rngs=... to the call, or make it deterministic"
+      " (`model.eval()`)."
     )
   if isinstance(rngs, Rngs):
     return rngs[collection]()
