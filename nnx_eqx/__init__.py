@@ -78,6 +78,7 @@ from .nn import RMSNorm as RMSNorm
 from .nn import RngsTypeError as RngsTypeError
 from .nn import RNNCellBase as RNNCellBase
 from .nn import SimpleCell as SimpleCell
+from .nn import WeightNorm as WeightNorm
 from .nn import avg_pool as avg_pool
 from .nn import celu as celu
 from .nn import combine_masks as combine_masks

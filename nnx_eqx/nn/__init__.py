@@ -43,6 +43,7 @@ from ._recurrent import OptimizedLSTMCell as OptimizedLSTMCell
 from ._recurrent import RNNCellBase as RNNCellBase
 from ._recurrent import SimpleCell as SimpleCell
 from ._stochastic import Dropout as Dropout
+from ._weight_norm import WeightNorm as WeightNorm
 from .activations import PReLU as PReLU
 from .activations import celu as celu
 from .activations import elu as elu
