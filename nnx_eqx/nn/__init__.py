@@ -42,6 +42,9 @@ from ._recurrent import LSTMCell as LSTMCell
 from ._recurrent import OptimizedLSTMCell as OptimizedLSTMCell
 from ._recurrent import RNNCellBase as RNNCellBase
 from ._recurrent import SimpleCell as SimpleCell
+from ._rnn import RNN as RNN
+from ._rnn import Bidirectional as Bidirectional
+from ._rnn import flip_sequences as flip_sequences
 from ._stochastic import Dropout as Dropout
 from ._weight_norm import WeightNorm as WeightNorm
 from .activations import PReLU as PReLU
