@@ -9,9 +9,10 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from ..graph._filters import All
+from ..graph._filters import to_predicate
+from ..graph._graph import iter_graph
 from ..module._module import Module
-from ..module._rngs import Rngs, RngState, RngStream
+from ..module._rngs import Rngs, RngStream
 from ..transforms import Carry, StateAxes, scan, split_rngs
 from ._common import RngsTypeError
 
@@ -93,7 +94,9 @@ class RNN(Module):
     keep_order: with ``reverse``, flip the outputs back to input order.
     unroll: steps per scan iteration (``jax.lax.scan``'s ``unroll``).
     state_axes: ``{filter: axis}`` for the cell's state (default: all carried).
-    broadcast_rngs: filter of Rngs streams to broadcast over time (see above).
+    broadcast_rngs: filter of Rngs streams to broadcast over time: they are split
+      once per call (``nnx.split_rngs(splits=1, squeeze=True)``) and every step
+      restarts them, so each step draws the same keys.
     rngs: ``True`` (a stream seeded 0), ``False``, an ``Rngs`` (its ``carry``
       stream is forked) or an ``RngStream``: keys for ``initialize_carry``.
 
@@ -124,7 +127,7 @@ class RNN(Module):
     unroll: int = 1,
     state_axes: Mapping[Any, Any] | None = None,
     broadcast_rngs: Any = None,
-    rngs: Rngs | RngStream | bool = True,
+    rngs: Any = True,
   ):
     self.cell = cell
     self.time_major = time_major
@@ -176,19 +179,31 @@ class RNN(Module):
   def _scan(self, time_axis: int, keep_carries: bool) -> Callable[..., Any]:
     """``(cell, carry, inputs) -> (carry, outputs)`` scanned over ``time_axis``; the
     outputs are ``(carries, ys)`` when ``keep_carries``."""
-    axes = dict(self.state_axes)
-    if self.broadcast_rngs is not None:
-      axes = {All(RngState, self.broadcast_rngs): None, **axes}
     out_axes = (Carry, (0, time_axis)) if keep_carries else (Carry, time_axis)
+    shared = to_predicate(self.broadcast_rngs) if self.broadcast_rngs is not None else None
 
-    @scan(in_axes=(StateAxes(axes), Carry, time_axis), out_axes=out_axes, unroll=self.unroll)
+    @scan(
+      in_axes=(StateAxes(self.state_axes), Carry, time_axis), out_axes=out_axes, unroll=self.unroll
+    )
     def step(cell: Any, carry: Any, x: Array) -> tuple[Any, Any]:
+      if shared is not None:  # every step starts the shared streams from the same count
+        for stream in _streams(cell, shared):
+          stream.count.value = jnp.zeros_like(stream.count.value)
       carry, y = cell(carry, x)
       return carry, ((carry, y) if keep_carries else y)
 
     if self.broadcast_rngs is None:
       return step
     return split_rngs(splits=1, only=self.broadcast_rngs, squeeze=True)(step)
+
+
+def _streams(node: Any, predicate: Callable[..., bool]) -> list[RngStream]:
+  """The RngStreams in ``node`` selected as ``split_rngs`` selects them."""
+  return [
+    s
+    for path, s in iter_graph(node)
+    if isinstance(s, RngStream) and predicate((*path, "key"), s.key)
+  ]
 
 
 def _concatenate(a: Array, b: Array) -> Array:
@@ -228,7 +243,7 @@ class Bidirectional(Module):
     merge_fn: Callable[[Array, Array], Array] = _concatenate,
     time_major: bool = False,
     return_carry: bool = False,
-    rngs: Rngs | RngStream | bool = True,
+    rngs: Any = True,
   ):
     self.forward_rnn = forward_rnn
     self.backward_rnn = backward_rnn
