@@ -402,8 +402,9 @@ class SimpleCell(RNNCellBase):
   ``dense_h`` none. The carry and the output are ``h``.
 
   Args:
-    in_features, hidden_features, dtype, param_dtype, carry_init, keep_rngs, rngs:
-      as :class:`LSTMCell`.
+    in_features, hidden_features, dtype, param_dtype, carry_init, keep_rngs,
+    promote_dtype, kernel_metadata, recurrent_kernel_metadata, bias_metadata,
+    rngs: as :class:`LSTMCell`.
     residual: add the previous hidden state before the activation.
     activation_fn: default tanh.
     kernel_init, recurrent_kernel_init, bias_init: LeCun normal, orthogonal, zeros.

@@ -118,7 +118,7 @@ class RNN(Module):
 
   def __init__(
     self,
-    cell: Module,
+    cell: Any,
     *,
     time_major: bool = False,
     return_carry: bool = False,
@@ -237,8 +237,8 @@ class Bidirectional(Module):
 
   def __init__(
     self,
-    forward_rnn: Module,
-    backward_rnn: Module,
+    forward_rnn: Any,
+    backward_rnn: Any,
     *,
     merge_fn: Callable[[Array, Array], Array] = _concatenate,
     time_major: bool = False,

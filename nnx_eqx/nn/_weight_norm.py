@@ -64,7 +64,7 @@ class WeightNorm(Module):
 
   def __init__(
     self,
-    layer_instance: Module,
+    layer_instance: Any,
     *,
     feature_axes: Axes | None = -1,
     use_scale: bool = True,
