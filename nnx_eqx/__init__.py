@@ -80,6 +80,7 @@ from .nn import RNNCellBase as RNNCellBase
 from .nn import SimpleCell as SimpleCell
 from .nn import RNN as RNN
 from .nn import Bidirectional as Bidirectional
+from .nn import SpectralNorm as SpectralNorm
 from .nn import WeightNorm as WeightNorm
 from .nn import avg_pool as avg_pool
 from .nn import celu as celu

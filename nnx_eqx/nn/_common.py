@@ -9,6 +9,8 @@ import jax
 import jax.numpy as jnp
 
 from ..graph._errors import NnxError
+from ..graph._graph import iter_graph
+from ..graph._variables import Param
 
 Dtype = Any
 Initializer = Any
@@ -237,3 +239,21 @@ def add_bias(y: Any, bias: Any) -> Any:
     return y + bias
   with jax.numpy_dtype_promotion("standard"):
     return y + bias
+
+
+def live_params(node: Any, predicate: Callable[..., bool] | None = None) -> list[tuple[tuple, Any]]:
+  """``(path, param)`` for the ``Param`` objects inside ``node`` (the live Variables,
+  not copies), optionally those for which ``predicate(path, param)`` holds.
+
+  Example:
+    >>> import nnx_eqx as nnx
+    >>> from nnx_eqx.nn._common import live_params
+    >>> layer = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+    >>> [(path, p is layer.kernel) for path, p in live_params(layer) if path == ("kernel",)]
+    [(('kernel',), True)]
+  """
+  return [
+    (path, v)
+    for path, v in iter_graph(node)
+    if isinstance(v, Param) and (predicate is None or predicate(path, v))
+  ]

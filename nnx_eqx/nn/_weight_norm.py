@@ -11,13 +11,19 @@ import jax.numpy as jnp
 from jax import lax
 
 from ..graph._filters import PathContains, to_predicate
-from ..graph._graph import iter_graph
 from ..graph._variables import Param
 from ..module._containers import List
 from ..module._module import Module
 from ..module._rngs import Rngs
 from . import initializers
-from ._common import Dtype, Initializer, LayerConfigError, PromoteDtypeFn, canonicalize_dtype
+from ._common import (
+  Dtype,
+  Initializer,
+  LayerConfigError,
+  PromoteDtypeFn,
+  canonicalize_dtype,
+  live_params,
+)
 from ._common import promote_dtype as default_promote_dtype
 from ._norm_stats import Axes, _axes
 
@@ -101,11 +107,7 @@ class WeightNorm(Module):
     return dict(zip(self.scale_paths, self.scale_list))
 
   def _selected(self) -> list[tuple[tuple, Param]]:
-    return [
-      (path, v)
-      for path, v in iter_graph(self.layer_instance)
-      if isinstance(v, Param) and self.variable_filter(path, v)
-    ]
+    return live_params(self.layer_instance, self.variable_filter)
 
   def _feature_axes(self, ndim: int) -> tuple[int, ...]:
     return _axes(ndim, self.feature_axes) if self.feature_axes != () else ()
