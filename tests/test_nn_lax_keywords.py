@@ -9,7 +9,7 @@ import pytest
 from jax import lax
 
 import nnx_eqx as nnx
-from nnx_eqx.testing import assert_trees_close, assert_trees_equal
+from nnx_eqx.testing import assert_trees_close, assert_trees_equal, hlo_equal
 
 
 def randn(*shape, seed=0, dtype=jnp.float32):
@@ -252,3 +252,28 @@ def test_initializer_factories():
   key = jax.random.key(0)
   assert_trees_equal(nnx.initializers.zeros_init()(key, (2,), jnp.float32), jnp.zeros(2))
   assert_trees_equal(nnx.initializers.ones_init()(key, (2,), jnp.float32), jnp.ones(2))
+
+
+@pytest.mark.parametrize(
+  "make,x,reference",
+  [
+    (
+      lambda: nnx.Linear(4, 3, rngs=nnx.Rngs(0)),
+      jnp.ones((2, 4)),
+      lambda p, x: lax.dot_general(x, p["kernel"], (((1,), (0,)), ((), ()))) + p["bias"],
+    ),
+    (
+      lambda: nnx.Einsum("nta,hab->nthb", (5, 4, 6), (5, 6), rngs=nnx.Rngs(0)),
+      jnp.ones((2, 3, 4)),
+      lambda p, x: jnp.einsum("nta,hab->nthb", x, p["kernel"]) + p["bias"],
+    ),
+  ],
+)
+def test_default_keywords_keep_the_plain_program(make, x, reference):
+  graphdef, state = nnx.split(make())
+
+  def plain(s, x):
+    return reference({"kernel": s["kernel"].value, "bias": s["bias"].value}, x)
+
+  ours = jax.jit(lambda s, x: nnx.merge(graphdef, s)(x)).lower(state, x)
+  assert hlo_equal(ours, jax.jit(plain).lower(state, x))

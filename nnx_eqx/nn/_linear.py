@@ -343,7 +343,10 @@ class Einsum(Module):
         ),
       )
       if bias is not None:
-        bias = jnp.reshape(bias, _bias_broadcast_shape(eq, x, kernel))
+        shape = _bias_broadcast_shape(eq, x, kernel)
+        lead, trail = shape[: len(shape) - bias.ndim], shape[len(shape) - bias.ndim :]
+        if tuple(trail) != bias.shape or any(d != 1 for d in lead):
+          bias = jnp.reshape(bias, shape)  # else it already broadcasts from the right
       return add_bias(y, bias)
 
 
