@@ -277,3 +277,35 @@ def test_default_keywords_keep_the_plain_program(make, x, reference):
 
   ours = jax.jit(lambda s, x: nnx.merge(graphdef, s)(x)).lower(state, x)
   assert hlo_equal(ours, jax.jit(plain).lower(state, x))
+
+
+def _explicit_mesh():
+  return jax.make_mesh((2, 2), ("X", "Y"), axis_types=(jax.sharding.AxisType.Explicit,) * 2)
+
+
+def test_out_sharding_of_embed_conv_and_attention():
+  P = jax.sharding.PartitionSpec
+  with jax.set_mesh(_explicit_mesh()):
+    emb = nnx.Embed(8, 4, rngs=nnx.Rngs(0))
+    ids = jax.sharding.reshard(jnp.arange(4), P("Y"))
+    looked_up = emb(ids, out_sharding=P("X"))
+    assert looked_up.sharding.spec == P("X")
+    assert_trees_close(looked_up, emb.embedding.value[jnp.arange(4)])
+    q = jax.sharding.reshard(randn(2, 4), P("X", None))
+    assert emb.attend(q, out_sharding=P("X", "Y")).sharding.spec == P("X", "Y")
+    conv = nnx.Conv(4, 8, (3,), rngs=nnx.Rngs(0))
+    x = jax.sharding.reshard(randn(2, 4, 4), P("X", None, None))
+    assert conv(x, out_sharding=P("X", "Y", None)).sharding.spec == P("X", "Y", None)
+    mha = nnx.MultiHeadAttention(2, 4, rngs=nnx.Rngs(0))
+    y = mha(x, qkv_sharding=P("X", None, None, None), out_sharding=P("X", None, "Y"))
+    assert y.sharding.spec == P("X", None, "Y")
+
+
+def test_dropout_mask_follows_the_input_sharding():
+  P = jax.sharding.PartitionSpec
+  with jax.set_mesh(_explicit_mesh()):
+    x = jax.sharding.reshard(jnp.ones((2, 4)), P("X", None))
+    for drop in [nnx.Dropout(0.5, rngs=nnx.Rngs(0)), nnx.Dropout(0.5, broadcast_dims=(1,))]:
+      y = jax.jit(lambda x, rngs, drop=drop: drop(x, rngs=rngs))(x, nnx.Rngs(0))
+      assert y.sharding.spec == P("X", None)
+      assert set(np.unique(np.asarray(y)).tolist()) <= {0.0, 2.0}

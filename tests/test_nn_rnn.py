@@ -113,3 +113,18 @@ def test_rnn_under_jit_does_not_retrace():
 def test_rnn_rejects_bad_rngs():
   with pytest.raises(nnx.RngsTypeError, match="RNN: `rngs` must be"):
     nnx.RNN(nnx.GRUCell(3, 4, rngs=nnx.Rngs(0)), rngs=jax.random.key(0))
+
+
+def test_eager_rnn_calls_reuse_the_compiled_scan():
+  traces = []
+
+  class CountingCell(nnx.GRUCell):
+    def __call__(self, carry, x):
+      traces.append(1)
+      return super().__call__(carry, x)
+
+  rnn = nnx.RNN(CountingCell(3, 4, rngs=nnx.Rngs(0)))
+  y = rnn(randn(2, 5, 3))
+  assert len(traces) == 1  # the body is traced once, not once per step
+  assert_trees_close(rnn(randn(2, 5, 3)), y)
+  assert len(traces) == 1

@@ -209,12 +209,14 @@ class MultiHeadAttention(Module):
     decode: bool | None = None,
     is_causal: bool = False,
     out_sharding: Any = None,
+    qkv_sharding: Any = None,
   ) -> Float[Array, "*batch q out"]:
     """Attends from ``inputs_q`` to ``inputs_k``/``inputs_v`` (default: self-attention).
 
     ``mask`` broadcasts to ``(*batch, heads, q_length, kv_length)``; False entries
     are masked out. ``is_causal`` adds a causal mask (passed to ``attention_fn``
-    only when True); ``out_sharding`` goes to the output projection. Call
+    only when True); ``out_sharding`` goes to the output projection and
+    ``qkv_sharding`` to the query/key/value projections. Call
     arguments take precedence over the module's flags.
     """
     with jax.named_scope(type(self).__name__):
@@ -229,9 +231,9 @@ class MultiHeadAttention(Module):
       if inputs_v is None:
         inputs_v = inputs_k
       check_features(name, inputs_q, -1, self.in_features, arg="inputs_q")
-      query = self.query(inputs_q)
-      key = self.key(inputs_k)
-      value = self.value(inputs_v)
+      query = self.query(inputs_q, out_sharding=qkv_sharding)
+      key = self.key(inputs_k, out_sharding=qkv_sharding)
+      value = self.value(inputs_v, out_sharding=qkv_sharding)
       if self.query_ln is not None and self.key_ln is not None:
         query = self.query_ln(query)
         key = self.key_ln(key)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -178,23 +179,41 @@ class RNN(Module):
 
   def _scan(self, time_axis: int, keep_carries: bool) -> Callable[..., Any]:
     """``(cell, carry, inputs) -> (carry, outputs)`` scanned over ``time_axis``; the
-    outputs are ``(carries, ys)`` when ``keep_carries``."""
-    out_axes = (Carry, (0, time_axis)) if keep_carries else (Carry, time_axis)
-    shared = to_predicate(self.broadcast_rngs) if self.broadcast_rngs is not None else None
-
-    @scan(
-      in_axes=(StateAxes(self.state_axes), Carry, time_axis), out_axes=out_axes, unroll=self.unroll
+    outputs are ``(carries, ys)`` when ``keep_carries``. Built once per configuration
+    (when it is hashable), so eager calls reuse the scan's compilation cache."""
+    config = (
+      tuple(self.state_axes.items()),
+      time_axis,
+      keep_carries,
+      self.unroll,
+      self.broadcast_rngs,
     )
-    def step(cell: Any, carry: Any, x: Array) -> tuple[Any, Any]:
-      if shared is not None:  # every step starts the shared streams from the same count
-        for stream in _streams(cell, shared):
-          stream.count.value = jnp.zeros_like(stream.count.value)
-      carry, y = cell(carry, x)
-      return carry, ((carry, y) if keep_carries else y)
+    try:
+      return _cached_scanner(*config)
+    except TypeError:  # an unhashable filter
+      return _scanner(*config)
 
-    if self.broadcast_rngs is None:
-      return step
-    return split_rngs(splits=1, only=self.broadcast_rngs, squeeze=True)(step)
+
+def _scanner(
+  state_axes: tuple, time_axis: int, keep_carries: bool, unroll: int, broadcast_rngs: Any
+) -> Callable[..., Any]:
+  out_axes = (Carry, (0, time_axis)) if keep_carries else (Carry, time_axis)
+  shared = to_predicate(broadcast_rngs) if broadcast_rngs is not None else None
+
+  @scan(in_axes=(StateAxes(dict(state_axes)), Carry, time_axis), out_axes=out_axes, unroll=unroll)
+  def step(cell: Any, carry: Any, x: Array) -> tuple[Any, Any]:
+    if shared is not None:  # every step starts the shared streams from the same count
+      for stream in _streams(cell, shared):
+        stream.count.value = jnp.zeros_like(stream.count.value)
+    carry, y = cell(carry, x)
+    return carry, ((carry, y) if keep_carries else y)
+
+  if broadcast_rngs is None:
+    return step
+  return split_rngs(splits=1, only=broadcast_rngs, squeeze=True)(step)
+
+
+_cached_scanner = functools.lru_cache(maxsize=64)(_scanner)
 
 
 def _streams(node: Any, predicate: Callable[..., bool]) -> list[RngStream]:

@@ -12,7 +12,7 @@ from jaxtyping import Array, Float
 
 from ..module._module import Module
 from ..module._rngs import Rngs, RngStream
-from ._common import MissingRngsError, RngsTypeError, first_from
+from ._common import MissingRngsError, RngsTypeError, first_from, optional_kwargs
 
 
 def own_stream(rngs: Any, collection: str, layer: str) -> RngStream | None:
@@ -59,6 +59,13 @@ def next_key(rngs: Any, own: RngStream | None, collection: str, layer: str) -> j
     f"{layer}: call argument `rngs` must be an nnx.Rngs, an nnx.RngStream or a PRNG key,"
     f" got {type(rngs).__name__}."
   )
+
+
+def _mesh_sharding(x: Array) -> Any:
+  """``x``'s sharding when it lives on a mesh (so the mask matches it), else None."""
+  sharding = jax.typeof(x).sharding
+  mesh = getattr(sharding, "mesh", None)
+  return sharding if mesh is not None and not mesh.empty else None
 
 
 class Dropout(Module):
@@ -132,6 +139,8 @@ class Dropout(Module):
       shape = list(x.shape)
       for d in self.broadcast_dims:
         shape[d] = 1
-      mask = jax.random.bernoulli(key, p=keep, shape=tuple(shape))
+      mask = jax.random.bernoulli(
+        key, p=keep, shape=tuple(shape), **optional_kwargs(out_sharding=_mesh_sharding(x))
+      )
       mask = jnp.broadcast_to(mask, x.shape)
       return lax.select(mask, x / keep, jnp.zeros_like(x))
