@@ -117,6 +117,10 @@ from .nn import RMSNorm as RMSNorm
 from .nn import RngsTypeError as RngsTypeError
 from .nn import RNNCellBase as RNNCellBase
 from .nn import SimpleCell as SimpleCell
+from .nn import RNN as RNN
+from .nn import Bidirectional as Bidirectional
+from .nn import SpectralNorm as SpectralNorm
+from .nn import WeightNorm as WeightNorm
 from .nn import avg_pool as avg_pool
 from .nn import celu as celu
 from .nn import combine_masks as combine_masks

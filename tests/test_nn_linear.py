@@ -117,7 +117,7 @@ def test_linear_general_errors():
 
 
 def test_einsum_matches_jnp_einsum():
-  layer = nnx.Einsum((5, 4, 6), (5, 6), "nta,hab->nthb", rngs=nnx.Rngs(0), **INIT)
+  layer = nnx.Einsum("nta,hab->nthb", (5, 4, 6), (5, 6), rngs=nnx.Rngs(0), **INIT)
   x = _x((2, 3, 4))
   expected = jnp.einsum("nta,hab->nthb", x, layer.kernel.value) + layer.bias.value
   assert_trees_close(layer(x), expected)
@@ -125,9 +125,9 @@ def test_einsum_matches_jnp_einsum():
   y = layer(_x((3, 4)), "ta,hab->thb")
   assert y.shape == (3, 5, 6)
   with pytest.raises(nnx.LayerConfigError, match="two operands"):
-    nnx.Einsum((2, 2), einsum_str="ab->a", rngs=nnx.Rngs(0), **INIT)
+    nnx.Einsum("ab->a", (2, 2), rngs=nnx.Rngs(0), **INIT)
   with pytest.raises(nnx.LayerConfigError, match="no equation"):
-    nnx.Einsum((2, 2), rngs=nnx.Rngs(0), **INIT)(jnp.ones(2))
+    nnx.Einsum(None, (2, 2), rngs=nnx.Rngs(0), **INIT)(jnp.ones(2))
 
 
 def test_embed_lookup_and_attend_are_exact():

@@ -42,7 +42,12 @@ from ._recurrent import LSTMCell as LSTMCell
 from ._recurrent import OptimizedLSTMCell as OptimizedLSTMCell
 from ._recurrent import RNNCellBase as RNNCellBase
 from ._recurrent import SimpleCell as SimpleCell
+from ._rnn import RNN as RNN
+from ._rnn import Bidirectional as Bidirectional
+from ._rnn import flip_sequences as flip_sequences
+from ._spectral_norm import SpectralNorm as SpectralNorm
 from ._stochastic import Dropout as Dropout
+from ._weight_norm import WeightNorm as WeightNorm
 from .activations import PReLU as PReLU
 from .activations import celu as celu
 from .activations import elu as elu

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -19,8 +20,10 @@ from ._common import (
   Initializer,
   LayerConfigError,
   PrecisionLike,
+  PromoteDtypeFn,
   check_features,
   first_from,
+  promote_dtype,
 )
 from ._dot_product import combine_masks, dot_product_attention
 from ._linear import LinearGeneral
@@ -44,6 +47,8 @@ class MultiHeadAttention(Module):
     qkv_features: total projected features (default ``in_features``), split
       into ``num_heads`` heads of ``head_dim = qkv_features // num_heads``.
     out_features: output features (default ``in_features``).
+    num_kv_heads: heads of the key/value projections (default ``num_heads``);
+      fewer gives grouped-query attention (``num_heads`` must be a multiple).
     in_kv_features: features of the key/value inputs (default ``in_features``).
     dtype, param_dtype, precision: as for :class:`Linear`.
     broadcast_dropout: share the weights' dropout mask across batch axes.
@@ -57,11 +62,17 @@ class MultiHeadAttention(Module):
     decode: default for autoregressive decoding (False; flax's None means the
       same here).
     normalize_qk: apply a ``LayerNorm`` (no bias) to queries and keys.
+    qkv_promote_dtype, out_promote_dtype, ln_promote_dtype: ``promote_dtype`` of
+      the projections, the output projection and the LayerNorms.
+    kernel_metadata, bias_metadata: metadata of the query/key/value Params;
+      ``out_kernel_metadata``/``out_bias_metadata`` (default: the same) of ``out``;
+      ``query_ln_scale_metadata``/``key_ln_scale_metadata`` of the LayerNorm scales.
     rngs: ``params`` for the initializers; a ``dropout`` stream is forked and
       kept when ``dropout_rate > 0`` and ``keep_rngs``.
 
   Raises:
-    LayerConfigError: if ``qkv_features`` is not divisible by ``num_heads``.
+    LayerConfigError: if ``qkv_features`` is not divisible by ``num_heads``, or
+      ``num_heads`` by ``num_kv_heads``.
     InputShapeError: if ``inputs_q`` does not end in ``in_features``.
     CacheError: decoding before :meth:`init_cache`, or with more than one token.
 
@@ -80,6 +91,7 @@ class MultiHeadAttention(Module):
     in_features: int,
     qkv_features: int | None = None,
     out_features: int | None = None,
+    num_kv_heads: int | None = None,
     in_kv_features: int | None = None,
     *,
     dtype: Dtype | None = None,
@@ -96,10 +108,25 @@ class MultiHeadAttention(Module):
     attention_fn: Callable[..., Array] = dot_product_attention,
     decode: bool | None = False,
     normalize_qk: bool = False,
+    qkv_promote_dtype: PromoteDtypeFn = promote_dtype,
+    out_promote_dtype: PromoteDtypeFn = promote_dtype,
+    ln_promote_dtype: PromoteDtypeFn = promote_dtype,
     rngs: Rngs,
     keep_rngs: bool = True,
+    kernel_metadata: Mapping[str, Any] | None = None,
+    out_kernel_metadata: Mapping[str, Any] | None = None,
+    bias_metadata: Mapping[str, Any] | None = None,
+    out_bias_metadata: Mapping[str, Any] | None = None,
+    query_ln_scale_metadata: Mapping[str, Any] | None = None,
+    key_ln_scale_metadata: Mapping[str, Any] | None = None,
   ):
     self.num_heads = num_heads
+    self.num_kv_heads = num_kv_heads if num_kv_heads is not None else num_heads
+    if num_heads % self.num_kv_heads:
+      raise LayerConfigError(
+        f"MultiHeadAttention: num_heads={num_heads} is not a multiple of"
+        f" num_kv_heads={self.num_kv_heads}."
+      )
     self.in_features = in_features
     self.qkv_features = qkv_features if qkv_features is not None else in_features
     self.out_features = out_features if out_features is not None else in_features
@@ -128,24 +155,39 @@ class MultiHeadAttention(Module):
       rngs=rngs,
     )
     heads = (num_heads, self.head_dim)
-    self.query = LinearGeneral(
-      in_features, heads, kernel_init=kernel_init, bias_init=bias_init, **common
+    kv_heads = (self.num_kv_heads, self.head_dim)
+    qkv = dict(
+      kernel_init=kernel_init,
+      bias_init=bias_init,
+      promote_dtype=qkv_promote_dtype,
+      kernel_metadata=kernel_metadata,
+      bias_metadata=bias_metadata,
+      **common,
     )
-    kv = dict(kernel_init=kernel_init, bias_init=bias_init, **common)
-    self.key = LinearGeneral(self.in_kv_features, heads, **kv)
-    self.value = LinearGeneral(self.in_kv_features, heads, **kv)
+    self.query = LinearGeneral(in_features, heads, **qkv)
+    self.key = LinearGeneral(self.in_kv_features, kv_heads, **qkv)
+    self.value = LinearGeneral(self.in_kv_features, kv_heads, **qkv)
     self.query_ln: LayerNorm | None = None
     self.key_ln: LayerNorm | None = None
     if normalize_qk:
-      ln = dict(use_bias=False, dtype=dtype, param_dtype=param_dtype, rngs=rngs)
-      self.query_ln = LayerNorm(self.head_dim, **ln)
-      self.key_ln = LayerNorm(self.head_dim, **ln)
+      ln = dict(
+        use_bias=False,
+        dtype=dtype,
+        param_dtype=param_dtype,
+        promote_dtype=ln_promote_dtype,
+        rngs=rngs,
+      )
+      self.query_ln = LayerNorm(self.head_dim, scale_metadata=query_ln_scale_metadata, **ln)
+      self.key_ln = LayerNorm(self.head_dim, scale_metadata=key_ln_scale_metadata, **ln)
     self.out = LinearGeneral(
       heads,
       self.out_features,
       axis=(-2, -1),
       kernel_init=out_kernel_init or kernel_init,
       bias_init=out_bias_init or bias_init,
+      promote_dtype=out_promote_dtype,
+      kernel_metadata=out_kernel_metadata or kernel_metadata,
+      bias_metadata=out_bias_metadata or bias_metadata,
       **common,
     )
     keep = keep_rngs and dropout_rate > 0
@@ -165,11 +207,17 @@ class MultiHeadAttention(Module):
     rngs: Rngs | RngStream | jax.Array | None = None,
     sow_weights: bool = False,
     decode: bool | None = None,
+    is_causal: bool = False,
+    out_sharding: Any = None,
+    qkv_sharding: Any = None,
   ) -> Float[Array, "*batch q out"]:
     """Attends from ``inputs_q`` to ``inputs_k``/``inputs_v`` (default: self-attention).
 
     ``mask`` broadcasts to ``(*batch, heads, q_length, kv_length)``; False entries
-    are masked out. Call arguments take precedence over the module's flags.
+    are masked out. ``is_causal`` adds a causal mask (passed to ``attention_fn``
+    only when True); ``out_sharding`` goes to the output projection and
+    ``qkv_sharding`` to the query/key/value projections. Call
+    arguments take precedence over the module's flags.
     """
     with jax.named_scope(type(self).__name__):
       name = type(self).__name__
@@ -183,9 +231,9 @@ class MultiHeadAttention(Module):
       if inputs_v is None:
         inputs_v = inputs_k
       check_features(name, inputs_q, -1, self.in_features, arg="inputs_q")
-      query = self.query(inputs_q)
-      key = self.key(inputs_k)
-      value = self.value(inputs_v)
+      query = self.query(inputs_q, out_sharding=qkv_sharding)
+      key = self.key(inputs_k, out_sharding=qkv_sharding)
+      value = self.value(inputs_v, out_sharding=qkv_sharding)
       if self.query_ln is not None and self.key_ln is not None:
         query = self.query_ln(query)
         key = self.key_ln(key)
@@ -209,8 +257,9 @@ class MultiHeadAttention(Module):
         dtype=self.dtype,
         precision=self.precision,
         module=self if sow_weights else None,
+        **({"is_causal": True} if is_causal else {}),
       )
-      return self.out(x)
+      return self.out(x, out_sharding=out_sharding)
 
   def _decode_step(self, key, value, mask):
     if self.cached_key is None or self.cached_value is None or self.cache_index is None:
@@ -250,7 +299,7 @@ class MultiHeadAttention(Module):
       >>> mha(jnp.ones((1, 1, 4))).shape, int(mha.cache_index.value)
       ((1, 1, 4), 1)
     """
-    shape = (*input_shape[:-1], self.num_heads, self.head_dim)
+    shape = (*input_shape[:-1], self.num_kv_heads, self.head_dim)
     self.cached_key = Cache(jnp.zeros(shape, dtype))
     self.cached_value = Cache(jnp.zeros(shape, dtype))
     self.cache_index = Cache(jnp.array(0, dtype=jnp.int32))

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
 from ..graph._errors import NnxError
+from ..graph._graph import iter_graph
+from ..graph._variables import Param
 
 Dtype = Any
 Initializer = Any
 PrecisionLike = Any
+#: ``f(arrays, dtype=None, inexact=True) -> arrays``, e.g. :func:`promote_dtype`.
+PromoteDtypeFn = Callable[..., tuple]
 
 
 class InputShapeError(NnxError, ValueError):
@@ -51,7 +55,7 @@ class MissingRngsError(NnxError, ValueError):
     ...   nnx.Dropout(0.5)(jnp.ones(3))
     ... except nnx.MissingRngsError as e:
     ...   print(e)
-    Dropout: a PRNG key is needed (the layer is not deterministic), but the layer holds no rngs ...
+    Dropout: `deterministic` is False, but no `rngs` argument was provided to Dropout (the ...
   """
 
 
@@ -200,3 +204,56 @@ def params_key(rngs: Any) -> jax.Array:
 def normalize_axes(axes: Sequence[int], ndim: int) -> tuple[int, ...]:
   """Sorted non-negative axes."""
   return tuple(sorted(a if a >= 0 else ndim + a for a in axes))
+
+
+def optional_kwargs(**kwargs: Any) -> dict[str, Any]:
+  """The keyword arguments that are not None.
+
+  Layers pass ``preferred_element_type``/``out_sharding`` to the ``lax`` op (or a
+  user's replacement of it) only when set, so a default call is the plain op and
+  custom ops without those keywords keep working.
+
+  Example:
+    >>> from nnx_eqx.nn._common import optional_kwargs
+    >>> optional_kwargs(preferred_element_type=None, out_sharding="x")
+    {'out_sharding': 'x'}
+  """
+  return {k: v for k, v in kwargs.items() if v is not None}
+
+
+def add_bias(y: Any, bias: Any) -> Any:
+  """``y + bias`` (``bias`` broadcast from the right), or ``y`` when ``bias`` is None.
+
+  When a ``preferred_element_type`` makes ``y`` wider than ``bias`` the two are
+  promoted by the standard rules (as flax does), even under strict promotion.
+
+  Example:
+    >>> import jax.numpy as jnp
+    >>> from nnx_eqx.nn._common import add_bias
+    >>> add_bias(jnp.zeros((2, 3)), jnp.ones(3, jnp.bfloat16)).dtype
+    dtype('float32')
+  """
+  if bias is None:
+    return y
+  if jnp.result_type(y) == jnp.result_type(bias):
+    return y + bias
+  with jax.numpy_dtype_promotion("standard"):
+    return y + bias
+
+
+def live_params(node: Any, predicate: Callable[..., bool] | None = None) -> list[tuple[tuple, Any]]:
+  """``(path, param)`` for the ``Param`` objects inside ``node`` (the live Variables,
+  not copies), optionally those for which ``predicate(path, param)`` holds.
+
+  Example:
+    >>> import nnx_eqx as nnx
+    >>> from nnx_eqx.nn._common import live_params
+    >>> layer = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+    >>> [(path, p is layer.kernel) for path, p in live_params(layer) if path == ("kernel",)]
+    [(('kernel',), True)]
+  """
+  return [
+    (path, v)
+    for path, v in iter_graph(node)
+    if isinstance(v, Param) and (predicate is None or predicate(path, v))
+  ]

@@ -20,8 +20,11 @@ from ._common import (
   InputShapeError,
   LayerConfigError,
   PrecisionLike,
+  PromoteDtypeFn,
+  add_bias,
   canonicalize_tuple,
   check_features,
+  optional_kwargs,
   promote_dtype,
 )
 
@@ -112,15 +115,20 @@ class Conv(Module):
     feature_group_count: channel groups (``in_features`` must divide by it).
     use_bias: whether to add ``bias``.
     mask: optional array of the kernel's shape multiplied into the kernel.
-    dtype, param_dtype, precision: as for :class:`Linear`.
+    dtype, param_dtype, precision, promote_dtype: as for :class:`Linear`.
     kernel_init, bias_init: initializers (LeCun normal, zeros).
+    conv_general_dilated: the convolution (default ``jax.lax.conv_general_dilated``);
+      it gets ``preferred_element_type``/``out_sharding`` only when they are set.
+    preferred_element_type: accumulation/output dtype of the convolution.
     kernel_metadata, bias_metadata: metadata of the Params.
     rngs: uses the ``params`` stream.
 
+  The call takes an optional ``out_sharding`` passed to the convolution.
+
   Raises:
     LayerConfigError: if ``in_features`` is not divisible by
-      ``feature_group_count``, the padding is malformed, or ``'CAUSAL'`` is used
-      with more than one spatial axis.
+      ``feature_group_count``, the padding is malformed, ``'CAUSAL'`` is used
+      with more than one spatial axis, or ``mask`` does not have the kernel's shape.
     InputShapeError: if the input has too few axes or the wrong channel count.
 
   Example:
@@ -154,10 +162,14 @@ class Conv(Module):
     kernel_init: Initializer = initializers.default_kernel_init,
     bias_init: Initializer = initializers.default_bias_init,
     conv_general_dilated: Callable[..., Any] = lax.conv_general_dilated,
+    promote_dtype: PromoteDtypeFn = promote_dtype,
+    preferred_element_type: Dtype | None = None,
     kernel_metadata: Mapping[str, Any] | None = None,
     bias_metadata: Mapping[str, Any] | None = None,
     rngs: Rngs,
   ):
+    self.promote_dtype = promote_dtype
+    self.preferred_element_type = preferred_element_type
     if in_features % feature_group_count != 0:
       raise LayerConfigError(
         f"Conv: in_features={in_features} is not divisible by"
@@ -166,6 +178,7 @@ class Conv(Module):
     self.kernel_size = canonicalize_tuple(kernel_size)
     canonicalize_padding(padding, len(self.kernel_size))  # validate early
     self.kernel_shape = (*self.kernel_size, in_features // feature_group_count, out_features)
+    _check_mask(type(self).__name__, mask, self.kernel_shape)
     self.in_features = in_features
     self.out_features = out_features
     self.strides = strides
@@ -188,7 +201,9 @@ class Conv(Module):
       else None
     )
 
-  def __call__(self, x: Float[Array, "*in_shape in"]) -> Float[Array, "*out_shape out"]:
+  def __call__(
+    self, x: Float[Array, "*in_shape in"], out_sharding: Any = None
+  ) -> Float[Array, "*out_shape out"]:
     with jax.named_scope(type(self).__name__):
       n = len(self.kernel_size)
       x, batch_shape, nb = _flatten_batch(type(self).__name__, x, n, self.in_features)
@@ -212,7 +227,7 @@ class Conv(Module):
       if self.mask is not None:
         kernel = kernel * self.mask
       bias = self.bias.value if self.bias is not None else None
-      x, kernel, bias = promote_dtype((x, kernel, bias), dtype=self.dtype)
+      x, kernel, bias = self.promote_dtype((x, kernel, bias), dtype=self.dtype)
       y = self.conv_general_dilated(
         x,
         kernel,
@@ -223,10 +238,11 @@ class Conv(Module):
         dimension_numbers=_dimension_numbers(x.ndim),
         feature_group_count=self.feature_group_count,
         precision=self.precision,
+        **optional_kwargs(
+          preferred_element_type=self.preferred_element_type, out_sharding=out_sharding
+        ),
       )
-      if bias is not None:
-        y = y + bias
-      return _unflatten_batch(y, batch_shape, nb)
+      return _unflatten_batch(add_bias(y, bias), batch_shape, nb)
 
 
 class ConvTranspose(Module):
@@ -239,15 +255,19 @@ class ConvTranspose(Module):
   Args:
     in_features, out_features, kernel_size: as for :class:`Conv`.
     strides: int or per axis (default 1): the upsampling factor.
-    padding: ``'SAME'`` (default), ``'VALID'``, an int or ``(low, high)`` pairs.
+    padding: ``'SAME'`` (default), ``'VALID'``, ``'CIRCULAR'`` (the output is
+      wrapped periodically to ``strides * input`` size), an int or
+      ``(low, high)`` pairs.
     kernel_dilation: int or per axis.
-    use_bias, mask, dtype, param_dtype, precision, kernel_init, bias_init, rngs:
-      as for :class:`Conv`.
+    use_bias, mask, dtype, param_dtype, precision, kernel_init, bias_init,
+      promote_dtype, preferred_element_type, kernel_metadata, bias_metadata,
+      rngs: as for :class:`Conv`.
     transpose_kernel: flip the spatial axes and swap the channel axes of the
       kernel (the gradient of a ``Conv``).
 
   Raises:
-    LayerConfigError: if the padding is malformed or ``'CIRCULAR'``/``'CAUSAL'``.
+    LayerConfigError: if the padding is malformed or ``'CAUSAL'``/``'REFLECT'``,
+      or ``mask`` does not have the kernel's shape.
     InputShapeError: if the input has too few axes or the wrong channel count.
 
   Example:
@@ -274,14 +294,21 @@ class ConvTranspose(Module):
     kernel_init: Initializer = initializers.default_kernel_init,
     bias_init: Initializer = initializers.default_bias_init,
     transpose_kernel: bool = False,
+    promote_dtype: PromoteDtypeFn = promote_dtype,
+    preferred_element_type: Dtype | None = None,
+    kernel_metadata: Mapping[str, Any] | None = None,
+    bias_metadata: Mapping[str, Any] | None = None,
     rngs: Rngs,
   ):
     self.kernel_size = canonicalize_tuple(kernel_size)
     pad = canonicalize_padding(padding, len(self.kernel_size))
-    if pad in ("CIRCULAR", "CAUSAL", "REFLECT"):
+    if pad in ("CAUSAL", "REFLECT"):
       raise LayerConfigError(
-        f"ConvTranspose: padding {pad!r} is not supported; use 'SAME', 'VALID' or pairs."
+        f"ConvTranspose: padding {pad!r} is not supported; use 'SAME', 'VALID',"
+        " 'CIRCULAR' or pairs."
       )
+    self.promote_dtype = promote_dtype
+    self.preferred_element_type = preferred_element_type
     self.in_features = in_features
     self.out_features = out_features
     self.strides = strides
@@ -295,8 +322,15 @@ class ConvTranspose(Module):
     self.transpose_kernel = transpose_kernel
     io = (out_features, in_features) if transpose_kernel else (in_features, out_features)
     self.kernel_shape = (*self.kernel_size, *io)
-    self.kernel = Param(kernel_init(rngs.params(), self.kernel_shape, param_dtype))
-    self.bias = Param(bias_init(rngs.params(), (out_features,), param_dtype)) if use_bias else None
+    _check_mask(type(self).__name__, mask, self.kernel_shape)
+    self.kernel = Param(
+      kernel_init(rngs.params(), self.kernel_shape, param_dtype), **(kernel_metadata or {})
+    )
+    self.bias = (
+      Param(bias_init(rngs.params(), (out_features,), param_dtype), **(bias_metadata or {}))
+      if use_bias
+      else None
+    )
 
   def __call__(self, x: Float[Array, "*in_shape in"]) -> Float[Array, "*out_shape out"]:
     with jax.named_scope(type(self).__name__):
@@ -306,16 +340,43 @@ class ConvTranspose(Module):
       if self.mask is not None:
         kernel = kernel * self.mask
       bias = self.bias.value if self.bias is not None else None
-      x, kernel, bias = promote_dtype((x, kernel, bias), dtype=self.dtype)
+      x, kernel, bias = self.promote_dtype((x, kernel, bias), dtype=self.dtype)
+      strides = _broadcast(self.strides, n)
+      padding = canonicalize_padding(self.padding, n)
       y = lax.conv_transpose(
         x,
         kernel,
-        _broadcast(self.strides, n),
-        canonicalize_padding(self.padding, n),
+        strides,
+        "VALID" if padding == "CIRCULAR" else padding,
         rhs_dilation=_broadcast(self.kernel_dilation, n),
         transpose_kernel=self.transpose_kernel,
         precision=self.precision,
+        **optional_kwargs(preferred_element_type=self.preferred_element_type),
       )
-      if bias is not None:
-        y = y + bias
-      return _unflatten_batch(y, batch_shape, nb)
+      if padding == "CIRCULAR":
+        periods = [d * s for d, s in zip(x.shape[1:-1], strides)]
+        y = _wrap_periodically(y, periods, left_heavy=not self.transpose_kernel)
+      return _unflatten_batch(add_bias(y, bias), batch_shape, nb)
+
+
+def _check_mask(layer: str, mask: Array | None, kernel_shape: tuple[int, ...]) -> None:
+  if mask is not None and tuple(mask.shape) != tuple(kernel_shape):
+    raise LayerConfigError(
+      f"{layer}: mask has shape {tuple(mask.shape)} but the kernel has shape"
+      f" {tuple(kernel_shape)}; they must be equal."
+    )
+
+
+def _wrap_periodically(y: Array, periods: list[int], *, left_heavy: bool) -> Array:
+  """Folds each spatial axis of ``y`` (``(batch, *spatial, channels)``) onto its
+  period by summing the pieces, after padding it to a whole even number of
+  periods so that the input's start lands on a period boundary."""
+  pads = []
+  for size, period in zip(y.shape[1:-1], periods):
+    missing = -(size - period) % (2 * period)
+    big, small = (missing + 1) // 2, missing // 2
+    pads.append((big, small) if left_heavy else (small, big))
+  y = jnp.pad(y, [(0, 0), *pads, (0, 0)])
+  for axis, period in enumerate(periods, start=1):
+    y = y.reshape((*y.shape[:axis], -1, period, *y.shape[axis + 1 :])).sum(axis=axis)
+  return y

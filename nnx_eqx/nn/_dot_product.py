@@ -11,21 +11,43 @@ from jaxtyping import Array, Float
 
 from ..graph._variables import Intermediate
 from ..module._module import Module
-from ._common import Dtype, InputShapeError, LayerConfigError, PrecisionLike, promote_dtype
+from ._common import (
+  Dtype,
+  InputShapeError,
+  LayerConfigError,
+  PrecisionLike,
+  PromoteDtypeFn,
+  promote_dtype,
+)
 
 
 def _check_qkv(*arrays) -> None:
   names = ", ".join(("query", "key", "value")[: len(arrays)])
+  shapes = ", ".join(str(a.shape) for a in arrays)
   if any(a.ndim != arrays[0].ndim for a in arrays):
     raise InputShapeError(
-      f"attention: {names} must have the same rank, got shapes"
-      f" {[a.shape for a in arrays]}. Fix: pass (*batch, length, heads, head_dim) arrays."
+      f"attention: {names} must have the same rank, got shapes {shapes}. Fix: pass"
+      " (*batch, length, heads, head_dim) arrays."
     )
   if arrays[0].ndim < 3 or any(a.shape[:-3] != arrays[0].shape[:-3] for a in arrays):
     raise InputShapeError(
-      f"attention: {names} must be (*batch, length, heads, head_dim) with the same batch"
-      f" axes, got shapes {[a.shape for a in arrays]}."
+      f"attention: {names} batch dims must match (all axes before (length, heads,"
+      f" head_dim)), got shapes {shapes}."
     )
+
+
+def _head_groups(q_heads: int, kv_heads: int, what: str) -> int:
+  """Query heads per key/value head (grouped-query attention when > 1).
+
+  Raises:
+    InputShapeError: if ``q_heads`` is not a multiple of ``kv_heads``.
+  """
+  if q_heads % kv_heads:
+    raise InputShapeError(
+      f"attention: the number of query heads ({q_heads}) must be a multiple of the number"
+      f" of {what} heads ({kv_heads}) for grouped-query attention."
+    )
+  return q_heads // kv_heads
 
 
 def dot_product_attention_weights(
@@ -40,13 +62,17 @@ def dot_product_attention_weights(
   dtype: Dtype | None = None,
   precision: PrecisionLike = None,
   module: Module | None = None,
+  promote_dtype: PromoteDtypeFn = promote_dtype,
+  is_causal: bool = False,
 ) -> Float[Array, "*batch heads q kv"]:
   """Attention weights ``softmax(q k^T / sqrt(depth) + bias, masked)``, shape
   ``(*batch, heads, q_length, kv_length)`` (as flax.nnx).
 
   Args:
     query: ``(*batch, q_length, heads, depth)``.
-    key: ``(*batch, kv_length, heads, depth)``.
+    key: ``(*batch, kv_length, kv_heads, depth)``; ``heads`` must be a multiple
+      of ``kv_heads`` (grouped-query attention: query head ``i`` attends with key
+      head ``i // (heads // kv_heads)``).
     bias: added to the logits; broadcastable to the weights' shape.
     mask: False entries are masked out; broadcastable to the weights' shape.
     broadcast_dropout: share the dropout mask across batch axes.
@@ -57,9 +83,14 @@ def dot_product_attention_weights(
     precision: ``jax.lax`` precision of the einsum.
     module: if given, the weights are sown into it as ``Intermediate``
       ``attention_weights``.
+    promote_dtype: casts ``(query, key)`` (default :func:`promote_dtype`).
+    is_causal: also mask out keys after the query position (lower-triangular
+      ``(q_length, kv_length)`` mask, combined with ``mask``).
 
   Raises:
-    InputShapeError: if the ranks, batch axes or depths of query and key differ.
+    InputShapeError: if the ranks, batch dims or depths of query and key differ,
+      or the query heads are not a multiple of the key heads.
+    LayerConfigError: if dropout is applied without ``dropout_rng``.
 
   Example:
     >>> import jax.numpy as jnp, nnx_eqx as nnx
@@ -70,15 +101,25 @@ def dot_product_attention_weights(
   query, key = promote_dtype((query, key), dtype=dtype)
   dtype = query.dtype
   _check_qkv(query, key)
-  if query.shape[-1] != key.shape[-1] or query.shape[-2] != key.shape[-2]:
+  if query.shape[-1] != key.shape[-1]:
     raise InputShapeError(
-      f"attention: query {query.shape} and key {key.shape} must have the same number of"
-      " heads and the same depth (last two axes)."
+      f"attention: query and key depths must match (last axis), got query {query.shape}"
+      f" and key {key.shape}."
     )
+  q_heads, kv_heads = query.shape[-2], key.shape[-2]
+  groups = _head_groups(q_heads, kv_heads, "key")
   query = query / jnp.sqrt(query.shape[-1]).astype(dtype)
-  weights = jnp.einsum("...qhd,...khd->...hqk", query, key, precision=precision)
+  if groups == 1:
+    weights = jnp.einsum("...qhd,...khd->...hqk", query, key, precision=precision)
+  else:
+    query = query.reshape((*query.shape[:-2], kv_heads, groups, query.shape[-1]))
+    weights = jnp.einsum("...qhgd,...khd->...hgqk", query, key, precision=precision)
+    weights = weights.reshape((*weights.shape[:-4], q_heads, *weights.shape[-2:]))
   if bias is not None:
     weights = weights + bias
+  if is_causal:
+    causal = jnp.tril(jnp.ones(weights.shape[-2:], bool))
+    mask = causal if mask is None else jnp.logical_and(jnp.asarray(mask).astype(bool), causal)
   if mask is not None:
     weights = jnp.where(jnp.asarray(mask).astype(bool), weights, jnp.finfo(dtype).min)
   weights = jax.nn.softmax(weights).astype(dtype)
@@ -110,27 +151,33 @@ def dot_product_attention(
   dtype: Dtype | None = None,
   precision: PrecisionLike = None,
   module: Module | None = None,
+  promote_dtype: PromoteDtypeFn = promote_dtype,
+  is_causal: bool = False,
 ) -> Float[Array, "*batch q heads vdepth"]:
   """Scaled dot-product attention, ``weights @ value``, shape
   ``(*batch, q_length, heads, v_depth)`` (as flax.nnx.dot_product_attention).
 
   Arguments as :func:`dot_product_attention_weights`, plus ``value``
-  ``(*batch, kv_length, heads, v_depth)``.
+  ``(*batch, kv_length, kv_heads, v_depth)`` (``heads`` a multiple of its heads).
 
   Raises:
-    InputShapeError: if the shapes of query, key and value do not fit.
+    InputShapeError: if the shapes of query, key and value do not fit (ranks,
+      batch dims, key/value lengths, depths, head counts).
 
   Example:
     >>> import jax.numpy as jnp, nnx_eqx as nnx
     >>> q = k = v = jnp.ones((2, 3, 4, 8))
     >>> nnx.dot_product_attention(q, k, v).shape
     (2, 3, 4, 8)
+    >>> nnx.dot_product_attention(q, k[..., :2, :], v[..., :2, :]).shape   # 2 kv heads
+    (2, 3, 4, 8)
   """
   query, key, value = promote_dtype((query, key, value), dtype=dtype)
   _check_qkv(query, key, value)
   if key.shape[-3] != value.shape[-3]:
     raise InputShapeError(
-      f"attention: key {key.shape} and value {value.shape} must have the same length (axis -3)."
+      f"attention: key and value lengths must match (axis -3), got key {key.shape} and"
+      f" value {value.shape}."
     )
   weights = dot_product_attention_weights(
     query,
@@ -144,8 +191,16 @@ def dot_product_attention(
     dtype,
     precision,
     module,
+    promote_dtype,
+    is_causal,
   )
-  return jnp.einsum("...hqk,...khd->...qhd", weights, value, precision=precision)
+  q_heads, v_heads = weights.shape[-3], value.shape[-2]
+  groups = _head_groups(q_heads, v_heads, "value")
+  if groups == 1:
+    return jnp.einsum("...hqk,...khd->...qhd", weights, value, precision=precision)
+  weights = weights.reshape((*weights.shape[:-3], v_heads, groups, *weights.shape[-2:]))
+  out = jnp.einsum("...hgqk,...khd->...qhgd", weights, value, precision=precision)
+  return out.reshape((*out.shape[:-3], q_heads, out.shape[-1]))
 
 
 def make_attention_mask(

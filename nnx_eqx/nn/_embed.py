@@ -13,7 +13,15 @@ from ..graph._variables import Param
 from ..module._module import Module
 from ..module._rngs import Rngs
 from . import initializers
-from ._common import Dtype, Initializer, InputDtypeError, check_features, promote_dtype
+from ._common import (
+  Dtype,
+  Initializer,
+  InputDtypeError,
+  PromoteDtypeFn,
+  check_features,
+  optional_kwargs,
+  promote_dtype,
+)
 
 #: flax.nnx's default embedding initializer: normal with std ``1 / sqrt(features)``.
 default_embed_init = initializers.variance_scaling(1.0, "fan_in", "normal", out_axis=0)
@@ -28,6 +36,7 @@ class Embed(Module):
     dtype: dtype of the output (default: that of ``embedding``).
     param_dtype: dtype of ``embedding`` (default float32).
     embedding_init: initializer of ``embedding``, shape ``(num_embeddings, features)``.
+    promote_dtype: casts ``(embedding,)`` (call) or ``(query, embedding)`` (attend).
     embedding_metadata: metadata of the Param.
     rngs: uses the ``params`` stream.
 
@@ -50,9 +59,11 @@ class Embed(Module):
     dtype: Dtype | None = None,
     param_dtype: Dtype = jnp.float32,
     embedding_init: Initializer = default_embed_init,
+    promote_dtype: PromoteDtypeFn = promote_dtype,
     embedding_metadata: Mapping[str, Any] | None = None,
     rngs: Rngs,
   ):
+    self.promote_dtype = promote_dtype
     self.embedding = Param(
       embedding_init(rngs.params(), (num_embeddings, features), param_dtype),
       **(embedding_metadata or {}),
@@ -62,8 +73,11 @@ class Embed(Module):
     self.dtype = dtype or self.embedding.value.dtype
     self.param_dtype = param_dtype
 
-  def __call__(self, ids: Shaped[ArrayLike, "*batch"]) -> Float[Array, "*batch features"]:
-    """Looks up ``ids`` (any shape, integer dtype); returns ``(*ids.shape, features)``."""
+  def __call__(
+    self, ids: Shaped[ArrayLike, "*batch"], out_sharding: Any = None
+  ) -> Float[Array, "*batch features"]:
+    """Looks up ``ids`` (any shape, integer dtype); returns ``(*ids.shape, features)``,
+    with the sharding ``out_sharding`` when given (explicit-sharding meshes)."""
     with jax.named_scope(type(self).__name__):
       ids = jnp.asarray(ids)
       if not jnp.issubdtype(ids.dtype, jnp.integer):
@@ -71,14 +85,20 @@ class Embed(Module):
           f"Embed: ids must be integers, got dtype {ids.dtype}. Fix: cast with"
           " `ids.astype(jnp.int32)`."
         )
-      (embedding,) = promote_dtype((self.embedding.value,), dtype=self.dtype, inexact=False)
+      (embedding,) = self.promote_dtype((self.embedding.value,), dtype=self.dtype, inexact=False)
       if self.num_embeddings == 1:
         return jnp.broadcast_to(embedding, (*ids.shape, self.features))
-      return jnp.take(embedding, ids, axis=0)
+      if out_sharding is not None:
+        take = jax.sharding.auto_axes(_take_rows, out_sharding=out_sharding)
+        return take(embedding, ids)
+      return _take_rows(embedding, ids)
 
-  def attend(self, query: Float[Array, "*batch features"]) -> Float[Array, "*batch num"]:
+  def attend(
+    self, query: Float[Array, "*batch features"], out_sharding: Any = None
+  ) -> Float[Array, "*batch num"]:
     """Inner products of ``query`` with every embedding: ``query @ embedding.T``,
-    shape ``(*batch, num_embeddings)`` (for tied input/output embeddings).
+    shape ``(*batch, num_embeddings)`` (for tied input/output embeddings), with the
+    sharding ``out_sharding`` when given.
 
     Raises:
       InputShapeError: if ``query`` does not end in ``features``.
@@ -92,5 +112,9 @@ class Embed(Module):
     """
     with jax.named_scope(f"{type(self).__name__}.attend"):
       check_features("Embed.attend", query, -1, self.features, arg="query")
-      query, embedding = promote_dtype((query, self.embedding.value), dtype=self.dtype)
-      return jnp.dot(query, embedding.T)
+      query, embedding = self.promote_dtype((query, self.embedding.value), dtype=self.dtype)
+      return jnp.dot(query, embedding.T, **optional_kwargs(out_sharding=out_sharding))
+
+
+def _take_rows(embedding: Array, ids: Array) -> Array:
+  return jnp.take(embedding, ids, axis=0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import jax.numpy as jnp
@@ -9,7 +10,7 @@ from jaxtyping import Array
 
 from ..module._rngs import Rngs
 from . import initializers
-from ._common import Dtype, Initializer, LayerConfigError
+from ._common import Dtype, Initializer, LayerConfigError, PromoteDtypeFn, promote_dtype
 from ._norm_stats import _axes
 from ._normalization import LayerNorm
 
@@ -31,6 +32,7 @@ class InstanceNorm(LayerNorm):
     feature_axes: the feature axis (one axis; default -1).
     axis_name, axis_index_groups: average statistics over a named (pmap/vmap) axis.
     use_fast_variance: ``E[x^2] - E[x]^2`` instead of ``E[(x - E[x])^2]``.
+    promote_dtype, scale_metadata, bias_metadata: as for :class:`LayerNorm`.
     rngs: the ``params`` stream (only used by random initializers).
 
   Raises:
@@ -60,6 +62,9 @@ class InstanceNorm(LayerNorm):
     axis_name: str | None = None,
     axis_index_groups: Any = None,
     use_fast_variance: bool = True,
+    promote_dtype: PromoteDtypeFn = promote_dtype,
+    scale_metadata: Mapping[str, Any] | None = None,
+    bias_metadata: Mapping[str, Any] | None = None,
     rngs: Rngs | None = None,
   ):
     axes = (feature_axes,) if isinstance(feature_axes, int) else tuple(feature_axes)
@@ -80,6 +85,9 @@ class InstanceNorm(LayerNorm):
       axis_name=axis_name,
       axis_index_groups=axis_index_groups,
       use_fast_variance=use_fast_variance,
+      promote_dtype=promote_dtype,
+      scale_metadata=scale_metadata,
+      bias_metadata=bias_metadata,
       rngs=rngs,
     )
 

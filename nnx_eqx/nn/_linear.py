@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import opt_einsum
 from jax import lax
 from jaxtyping import Array, Float
 
@@ -22,9 +23,12 @@ from ._common import (
   InputShapeError,
   LayerConfigError,
   PrecisionLike,
+  PromoteDtypeFn,
+  add_bias,
   canonicalize_tuple,
   check_features,
   normalize_axes,
+  optional_kwargs,
   promote_dtype,
 )
 
@@ -42,11 +46,18 @@ class Linear(Module):
     kernel_init: initializer of ``kernel``, shape ``(in_features, out_features)``
       (default LeCun normal).
     bias_init: initializer of ``bias``, shape ``(out_features,)`` (default zeros).
+    dot_general: the contraction (default ``jax.lax.dot_general``); it gets
+      ``preferred_element_type``/``out_sharding`` only when they are set.
+    promote_dtype: ``f((x, kernel, bias), dtype=dtype) -> (x, kernel, bias)``
+      casting the operands before the matmul (default :func:`promote_dtype`).
+    preferred_element_type: accumulation/output dtype of the matmul (passed to
+      ``dot_general``; None: the operands' dtype).
     kernel_metadata, bias_metadata: metadata of the Params (e.g. ``sharding``).
     rngs: uses the ``params`` stream.
 
   Input ``x``: ``(..., in_features)``; output ``(..., out_features)``, dtype
-  ``dtype`` or the promoted dtype of ``x`` and the params.
+  ``preferred_element_type``, else ``dtype``, else the promoted dtype of ``x``
+  and the params. The call takes an optional ``out_sharding`` passed to the matmul.
 
   Raises:
     InputShapeError: if ``x.shape[-1] != in_features`` (both sizes are named).
@@ -69,6 +80,9 @@ class Linear(Module):
     precision: PrecisionLike = None,
     kernel_init: Initializer = initializers.default_kernel_init,
     bias_init: Initializer = initializers.default_bias_init,
+    dot_general: Callable[..., Array] = lax.dot_general,
+    promote_dtype: PromoteDtypeFn = promote_dtype,
+    preferred_element_type: Dtype | None = None,
     kernel_metadata: Mapping[str, Any] | None = None,
     bias_metadata: Mapping[str, Any] | None = None,
     rngs: Rngs,
@@ -79,6 +93,9 @@ class Linear(Module):
     self.dtype = dtype
     self.param_dtype = param_dtype
     self.precision = precision
+    self.dot_general = dot_general
+    self.promote_dtype = promote_dtype
+    self.preferred_element_type = preferred_element_type
     self.kernel = Param(
       kernel_init(rngs.params(), (in_features, out_features), param_dtype),
       **(kernel_metadata or {}),
@@ -89,15 +106,23 @@ class Linear(Module):
       else None
     )
 
-  def __call__(self, x: Float[Array, "*batch in"]) -> Float[Array, "*batch out"]:
+  def __call__(
+    self, x: Float[Array, "*batch in"], out_sharding: Any = None
+  ) -> Float[Array, "*batch out"]:
     with jax.named_scope(type(self).__name__):
       check_features(type(self).__name__, x, -1, self.in_features)
       bias = self.bias.value if self.bias is not None else None
-      x, kernel, bias = promote_dtype((x, self.kernel.value, bias), dtype=self.dtype)
-      y = lax.dot_general(x, kernel, (((x.ndim - 1,), (0,)), ((), ())), precision=self.precision)
-      if bias is not None:
-        y = y + bias
-      return y
+      x, kernel, bias = self.promote_dtype((x, self.kernel.value, bias), dtype=self.dtype)
+      y = self.dot_general(
+        x,
+        kernel,
+        (((x.ndim - 1,), (0,)), ((), ())),
+        precision=self.precision,
+        **optional_kwargs(
+          preferred_element_type=self.preferred_element_type, out_sharding=out_sharding
+        ),
+      )
+      return add_bias(y, bias)
 
 
 class LinearGeneral(Module):
@@ -115,9 +140,12 @@ class LinearGeneral(Module):
     axis: the contracted input axes (default ``-1``).
     batch_axis: ``{axis: size}`` of leading batch axes with their own kernels.
     use_bias, dtype, param_dtype, precision, kernel_init, bias_init,
-    kernel_metadata, bias_metadata, rngs: as for :class:`Linear`. The
-      initializers see the flattened 2-D shape ``(prod(in), prod(out))`` so that
-      fan-in/fan-out match a dense layer.
+    dot_general, promote_dtype, preferred_element_type, kernel_metadata,
+    bias_metadata, rngs: as for :class:`Linear`. The initializers see the
+      flattened 2-D shape ``(prod(in), prod(out))`` so that fan-in/fan-out
+      match a dense layer.
+    dot_general_cls: a class whose instance (made at each call) replaces
+      ``dot_general``.
 
   Raises:
     LayerConfigError: if ``in_features`` and ``axis`` differ in length, or the
@@ -147,10 +175,18 @@ class LinearGeneral(Module):
     precision: PrecisionLike = None,
     kernel_init: Initializer = initializers.default_kernel_init,
     bias_init: Initializer = initializers.default_bias_init,
+    dot_general: Callable[..., Array] | None = None,
+    dot_general_cls: Any = None,
+    promote_dtype: PromoteDtypeFn = promote_dtype,
+    preferred_element_type: Dtype | None = None,
     kernel_metadata: Mapping[str, Any] | None = None,
     bias_metadata: Mapping[str, Any] | None = None,
     rngs: Rngs,
   ):
+    self.dot_general = dot_general
+    self.dot_general_cls = dot_general_cls
+    self.promote_dtype = promote_dtype
+    self.preferred_element_type = preferred_element_type
     self.in_features = canonicalize_tuple(in_features)
     self.out_features = canonicalize_tuple(out_features)
     self.axis = canonicalize_tuple(axis)
@@ -183,7 +219,9 @@ class LinearGeneral(Module):
       b = bias_init(rngs.params(), (math.prod(bshape),), param_dtype)
       self.bias = Param(jnp.reshape(b, bshape), **(bias_metadata or {}))
 
-  def __call__(self, x: Float[Array, "*in_shape"]) -> Float[Array, "*out_shape"]:
+  def __call__(
+    self, x: Float[Array, "*in_shape"], out_sharding: Any = None
+  ) -> Float[Array, "*out_shape"]:
     with jax.named_scope(type(self).__name__):
       ndim = x.ndim
       axis = normalize_axes(self.axis, ndim)
@@ -198,67 +236,93 @@ class LinearGeneral(Module):
       nb = len(batch_axis)
       contract = tuple(range(nb, nb + len(axis)))
       bias = self.bias.value if self.bias is not None else None
-      x, kernel, bias = promote_dtype((x, self.kernel.value, bias), dtype=self.dtype)
-      y = lax.dot_general(
-        x, kernel, ((axis, contract), (batch_axis, tuple(range(nb)))), precision=self.precision
+      x, kernel, bias = self.promote_dtype((x, self.kernel.value, bias), dtype=self.dtype)
+      if self.dot_general_cls is not None:
+        dot_general = self.dot_general_cls()
+      else:
+        dot_general = self.dot_general or lax.dot_general
+      y = dot_general(
+        x,
+        kernel,
+        ((axis, contract), (batch_axis, tuple(range(nb)))),
+        precision=self.precision,
+        **optional_kwargs(
+          preferred_element_type=self.preferred_element_type, out_sharding=out_sharding
+        ),
       )
       if bias is not None:
         expanded = tuple(x.shape[a] if a in batch_axis else 1 for a in range(ndim) if a not in axis)
-        y = y + jnp.reshape(bias, (*expanded, *self.out_features))
-      return y
+        bias = jnp.reshape(bias, (*expanded, *self.out_features))
+      return add_bias(y, bias)
 
 
 class Einsum(Module):
-  """A layer computing ``jnp.einsum(einsum_str, x, kernel) + bias`` (as flax.nnx.Einsum).
+  """A layer computing ``einsum(einsum_str, x, kernel) + bias`` (as flax.nnx.Einsum).
 
   Args:
+    einsum_str: the equation, with exactly two operands (input, kernel) and an
+      explicit output, e.g. ``"bi,io->bo"``; ellipses are allowed. It may be None
+      when every call passes one.
     kernel_shape: shape of ``kernel``.
-    bias_shape: shape of ``bias`` (None: no bias); it must broadcast against
-      the output.
-    einsum_str: default equation with exactly two operands, e.g. ``"bi,io->bo"``.
-    dtype, param_dtype, precision, kernel_init, bias_init, rngs: as for
+    bias_shape: shape of ``bias`` (None: no bias). Its axes are the kernel axes
+      that survive in the output, in output order.
+    dtype, param_dtype, precision, kernel_init, bias_init, promote_dtype,
+    preferred_element_type, kernel_metadata, bias_metadata, rngs: as for
       :class:`Linear`.
+    einsum_op: replacement for ``jnp.einsum`` with its signature; it gets
+      ``preferred_element_type``/``out_sharding`` only when they are set.
 
   Raises:
-    LayerConfigError: if the equation is missing or does not have two operands.
+    LayerConfigError: if the equation is missing, has no ``->`` or does not have
+      two operands.
 
   Example:
     >>> import jax.numpy as jnp, nnx_eqx as nnx
-    >>> layer = nnx.Einsum((5, 4, 6), (5, 6), "nta,hab->nthb", rngs=nnx.Rngs(0))
+    >>> layer = nnx.Einsum("nta,hab->nthb", (5, 4, 6), (5, 6), rngs=nnx.Rngs(0))
     >>> layer(jnp.ones((16, 11, 4))).shape
     (16, 11, 5, 6)
   """
 
   def __init__(
     self,
+    einsum_str: str | None,
     kernel_shape: Sequence[int],
-    bias_shape: Sequence[int] | None = None,
-    einsum_str: str | None = None,
+    bias_shape: int | Sequence[int] | None = None,
     *,
     dtype: Dtype | None = None,
     param_dtype: Dtype = jnp.float32,
     precision: PrecisionLike = None,
     kernel_init: Initializer = initializers.default_kernel_init,
     bias_init: Initializer = initializers.default_bias_init,
+    promote_dtype: PromoteDtypeFn = promote_dtype,
+    einsum_op: Callable[..., Array] = jnp.einsum,
+    preferred_element_type: Dtype | None = None,
+    kernel_metadata: Mapping[str, Any] | None = None,
+    bias_metadata: Mapping[str, Any] | None = None,
     rngs: Rngs,
   ):
     if einsum_str is not None:
-      _check_einsum(einsum_str)
+      einsum_str = _check_einsum(einsum_str)
     self.einsum_str = einsum_str
-    self.kernel_shape = tuple(kernel_shape)
-    self.bias_shape = tuple(bias_shape) if bias_shape is not None else None
+    self.kernel_shape = canonicalize_tuple(kernel_shape)
+    self.bias_shape = canonicalize_tuple(bias_shape) if bias_shape is not None else None
     self.dtype = dtype
     self.param_dtype = param_dtype
     self.precision = precision
-    self.kernel = Param(kernel_init(rngs.params(), self.kernel_shape, param_dtype))
+    self.promote_dtype = promote_dtype
+    self.einsum_op = einsum_op
+    self.preferred_element_type = preferred_element_type
+    self.kernel = Param(
+      kernel_init(rngs.params(), self.kernel_shape, param_dtype), **(kernel_metadata or {})
+    )
     self.bias = (
-      Param(bias_init(rngs.params(), self.bias_shape, param_dtype))
+      Param(bias_init(rngs.params(), self.bias_shape, param_dtype), **(bias_metadata or {}))
       if self.bias_shape is not None
       else None
     )
 
   def __call__(
-    self, x: Float[Array, "*in_shape"], einsum_str: str | None = None
+    self, x: Float[Array, "*in_shape"], einsum_str: str | None = None, out_sharding: Any = None
   ) -> Float[Array, "*out_shape"]:
     with jax.named_scope(type(self).__name__):
       eq = einsum_str if einsum_str is not None else self.einsum_str
@@ -266,19 +330,45 @@ class Einsum(Module):
         raise LayerConfigError(
           "Einsum: no equation. Fix: pass einsum_str to the constructor or the call."
         )
-      _check_einsum(eq)
+      eq = _check_einsum(eq)
       bias = self.bias.value if self.bias is not None else None
-      x, kernel, bias = promote_dtype((x, self.kernel.value, bias), dtype=self.dtype)
-      y = jnp.einsum(eq, x, kernel, precision=self.precision)
+      x, kernel, bias = self.promote_dtype((x, self.kernel.value, bias), dtype=self.dtype)
+      y = self.einsum_op(
+        eq,
+        x,
+        kernel,
+        precision=self.precision,
+        **optional_kwargs(
+          preferred_element_type=self.preferred_element_type, out_sharding=out_sharding
+        ),
+      )
       if bias is not None:
-        y = y + bias
-      return y
+        shape = _bias_broadcast_shape(eq, x, kernel)
+        lead, trail = shape[: len(shape) - bias.ndim], shape[len(shape) - bias.ndim :]
+        if tuple(trail) != bias.shape or any(d != 1 for d in lead):
+          bias = jnp.reshape(bias, shape)  # else it already broadcasts from the right
+      return add_bias(y, bias)
 
 
-def _check_einsum(eq: str) -> None:
-  lhs = eq.replace(" ", "").split("->")[0]
+def _check_einsum(eq: str) -> str:
+  """``eq`` without spaces.
+
+  Raises:
+    LayerConfigError: if it has no ``->`` or not exactly two operands.
+  """
+  eq = eq.replace(" ", "")
+  lhs = eq.split("->")[0]
   if "->" not in eq or len(lhs.split(",")) != 2 or not set(lhs) <= set(string.ascii_letters + ",."):
     raise LayerConfigError(
-      f"Einsum: equation {eq!r} must have exactly two operands and an explicit output,"
-      " e.g. 'bi,io->bo'."
+      f"Einsum: equation {eq!r} must have exactly two operands and an explicit output"
+      " ('->'), e.g. 'bi,io->bo'."
     )
+  return eq
+
+
+def _bias_broadcast_shape(eq: str, x: Array, kernel: Array) -> list[int]:
+  """The shape ``bias`` takes to broadcast against the output: the sizes of the kernel
+  axes that appear in the output, 1 elsewhere (ellipses resolved by opt_einsum)."""
+  operands, result, _ = opt_einsum.parser.parse_einsum_input((eq, x, kernel))
+  kernel_axes = {c: i for i, c in enumerate(operands.split(",")[1])}
+  return [kernel.shape[kernel_axes[c]] if c in kernel_axes else 1 for c in result]

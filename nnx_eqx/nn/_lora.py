@@ -169,5 +169,5 @@ class LoRALinear(Linear):
       b_metadata=b_metadata,
     )
 
-  def __call__(self, x: jax.Array) -> jax.Array:
-    return super().__call__(x) + self.lora(x)
+  def __call__(self, x: jax.Array, out_sharding: Any = None) -> jax.Array:
+    return super().__call__(x, out_sharding=out_sharding) + self.lora(x)

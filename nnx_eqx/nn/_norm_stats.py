@@ -113,9 +113,25 @@ def _check_num_features(layer: str, x, feature_axes: Axes, num_features: int) ->
 
 
 def _scale_bias(
-  num_features, use_scale, use_bias, scale_init, bias_init, param_dtype, rngs
+  num_features,
+  use_scale,
+  use_bias,
+  scale_init,
+  bias_init,
+  param_dtype,
+  rngs,
+  scale_metadata=None,
+  bias_metadata=None,
 ) -> tuple[Param | None, Param | None]:
   shape = (num_features,)
-  scale = Param(scale_init(params_key(rngs), shape, param_dtype)) if use_scale else None
-  bias = Param(bias_init(params_key(rngs), shape, param_dtype)) if use_bias else None
+  scale = (
+    Param(scale_init(params_key(rngs), shape, param_dtype), **(scale_metadata or {}))
+    if use_scale
+    else None
+  )
+  bias = (
+    Param(bias_init(params_key(rngs), shape, param_dtype), **(bias_metadata or {}))
+    if use_bias
+    else None
+  )
   return scale, bias

@@ -5,6 +5,7 @@ See ``_norm_stats`` for how statistics are computed and applied.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -15,7 +16,14 @@ from ..graph._variables import BatchStat
 from ..module._module import Module
 from ..module._rngs import Rngs
 from . import initializers
-from ._common import Dtype, Initializer, LayerConfigError, first_from, promote_dtype
+from ._common import (
+  Dtype,
+  Initializer,
+  LayerConfigError,
+  PromoteDtypeFn,
+  first_from,
+  promote_dtype,
+)
 from ._norm_stats import (
   Axes,
   _axes,
@@ -50,6 +58,9 @@ class BatchNorm(Module):
     axis_name: named axis (``vmap``/``shard_map``) to average the batch statistics over.
     axis_index_groups: groups of that axis, passed to ``lax.pmean``.
     use_fast_variance: ``E[x^2] - E[x]^2`` instead of ``E[(x - E[x])^2]``.
+    promote_dtype: ``f(arrays, dtype=dtype) -> arrays`` casting the input, the
+      statistics and the params before normalizing (default :func:`promote_dtype`).
+    scale_metadata, bias_metadata: metadata of the Params (e.g. ``sharding``).
     rngs: ``params`` stream for the initializers (optional: the defaults are constant).
 
   Raises:
@@ -84,12 +95,24 @@ class BatchNorm(Module):
     axis_name: str | None = None,
     axis_index_groups: Any = None,
     use_fast_variance: bool = True,
+    promote_dtype: PromoteDtypeFn = promote_dtype,
+    scale_metadata: Mapping[str, Any] | None = None,
+    bias_metadata: Mapping[str, Any] | None = None,
     rngs: Rngs | None = None,
   ):
+    self.promote_dtype = promote_dtype
     self.mean = BatchStat(jnp.zeros((num_features,), jnp.float32))
     self.var = BatchStat(jnp.ones((num_features,), jnp.float32))
     self.scale, self.bias = _scale_bias(
-      num_features, use_scale, use_bias, scale_init, bias_init, param_dtype, rngs
+      num_features,
+      use_scale,
+      use_bias,
+      scale_init,
+      bias_init,
+      param_dtype,
+      rngs,
+      scale_metadata,
+      bias_metadata,
     )
     self.num_features = num_features
     self.use_running_average = use_running_average
@@ -122,7 +145,7 @@ class BatchNorm(Module):
       reduction_axes = tuple(a for a in range(x.ndim) if a not in feature_axes)
       scale = self.scale.value if self.scale is not None else None
       bias = self.bias.value if self.bias is not None else None
-      x, mean, var, scale, bias = promote_dtype(
+      x, mean, var, scale, bias = self.promote_dtype(
         (x, self.mean.value, self.var.value, scale, bias), dtype=self.dtype
       )
       if not use_ra:
@@ -153,7 +176,8 @@ class LayerNorm(Module):
     num_features: number of features (product of the ``feature_axes`` sizes).
     epsilon: added to the variance (default 1e-6, as flax; Equinox uses 1e-5).
     dtype, param_dtype, use_bias, use_scale, bias_init, scale_init, axis_name,
-    axis_index_groups, use_fast_variance, rngs: as for :class:`BatchNorm`.
+    axis_index_groups, use_fast_variance, promote_dtype, scale_metadata,
+    bias_metadata, rngs: as for :class:`BatchNorm`.
     reduction_axes: axes to normalize over (default -1).
     feature_axes: axes of ``scale``/``bias`` (default -1).
 
@@ -184,10 +208,22 @@ class LayerNorm(Module):
     axis_name: str | None = None,
     axis_index_groups: Any = None,
     use_fast_variance: bool = True,
+    promote_dtype: PromoteDtypeFn = promote_dtype,
+    scale_metadata: Mapping[str, Any] | None = None,
+    bias_metadata: Mapping[str, Any] | None = None,
     rngs: Rngs | None = None,
   ):
+    self.promote_dtype = promote_dtype
     self.scale, self.bias = _scale_bias(
-      num_features, use_scale, use_bias, scale_init, bias_init, param_dtype, rngs
+      num_features,
+      use_scale,
+      use_bias,
+      scale_init,
+      bias_init,
+      param_dtype,
+      rngs,
+      scale_metadata,
+      bias_metadata,
     )
     self.num_features = num_features
     self.epsilon = epsilon
@@ -208,7 +244,7 @@ class LayerNorm(Module):
       _check_num_features(type(self).__name__, x, self.feature_axes, self.num_features)
       scale = self.scale.value if self.scale is not None else None
       bias = self.bias.value if self.bias is not None else None
-      x, scale, bias = promote_dtype((x, scale, bias), dtype=self.dtype)
+      x, scale, bias = self.promote_dtype((x, scale, bias), dtype=self.dtype)
       reduction_axes, feature_axes = self._axes_of(x)
       mean, var = compute_stats(
         x,
@@ -235,7 +271,8 @@ class RMSNorm(Module):
     num_features: number of features.
     epsilon: default 1e-6.
     dtype, param_dtype, use_scale, scale_init, reduction_axes, feature_axes,
-    axis_name, axis_index_groups, use_fast_variance, rngs: as for :class:`LayerNorm`.
+    axis_name, axis_index_groups, use_fast_variance, promote_dtype,
+    scale_metadata, rngs: as for :class:`LayerNorm`.
 
   Raises:
     InputShapeError: if the feature axes of ``x`` do not hold ``num_features``.
@@ -260,9 +297,14 @@ class RMSNorm(Module):
     axis_name: str | None = None,
     axis_index_groups: Any = None,
     use_fast_variance: bool = True,
+    promote_dtype: PromoteDtypeFn = promote_dtype,
+    scale_metadata: Mapping[str, Any] | None = None,
     rngs: Rngs | None = None,
   ):
-    self.scale, _ = _scale_bias(num_features, use_scale, False, scale_init, None, param_dtype, rngs)
+    self.promote_dtype = promote_dtype
+    self.scale, _ = _scale_bias(
+      num_features, use_scale, False, scale_init, None, param_dtype, rngs, scale_metadata
+    )
     self.num_features = num_features
     self.epsilon = epsilon
     self.dtype = dtype
@@ -280,7 +322,7 @@ class RMSNorm(Module):
     with jax.named_scope(type(self).__name__):
       _check_num_features(type(self).__name__, x, self.feature_axes, self.num_features)
       scale = self.scale.value if self.scale is not None else None
-      x, scale = promote_dtype((x, scale), dtype=self.dtype)
+      x, scale = self.promote_dtype((x, scale), dtype=self.dtype)
       mean, var = compute_stats(
         x,
         self.reduction_axes,
@@ -308,7 +350,8 @@ class GroupNorm(Module):
     group_size: channels per group.
     epsilon: default 1e-6.
     dtype, param_dtype, use_bias, use_scale, bias_init, scale_init, axis_name,
-    axis_index_groups, use_fast_variance, rngs: as for :class:`BatchNorm`.
+    axis_index_groups, use_fast_variance, promote_dtype, scale_metadata,
+    bias_metadata, rngs: as for :class:`BatchNorm`.
     reduction_axes: axes to reduce over besides the channels (default all but 0).
 
   Raises:
@@ -340,8 +383,12 @@ class GroupNorm(Module):
     axis_name: str | None = None,
     axis_index_groups: Any = None,
     use_fast_variance: bool = True,
+    promote_dtype: PromoteDtypeFn = promote_dtype,
+    scale_metadata: Mapping[str, Any] | None = None,
+    bias_metadata: Mapping[str, Any] | None = None,
     rngs: Rngs | None = None,
   ):
+    self.promote_dtype = promote_dtype
     if (num_groups is None) == (group_size is None):
       raise LayerConfigError(
         "GroupNorm: give exactly one of num_groups and group_size (pass num_groups=None"
@@ -356,7 +403,15 @@ class GroupNorm(Module):
     self.num_groups = num_groups if num_groups is not None else num_features // size
     self.group_size = num_features // self.num_groups
     self.scale, self.bias = _scale_bias(
-      num_features, use_scale, use_bias, scale_init, bias_init, param_dtype, rngs
+      num_features,
+      use_scale,
+      use_bias,
+      scale_init,
+      bias_init,
+      param_dtype,
+      rngs,
+      scale_metadata,
+      bias_metadata,
     )
     self.num_features = num_features
     self.epsilon = epsilon
@@ -383,7 +438,7 @@ class GroupNorm(Module):
         mask = mask.reshape((*mask.shape[:-1], self.num_groups, self.group_size))
       scale = self.scale.value if self.scale is not None else None
       bias = self.bias.value if self.bias is not None else None
-      x, scale, bias = promote_dtype((x, scale, bias), dtype=self.dtype)
+      x, scale, bias = self.promote_dtype((x, scale, bias), dtype=self.dtype)
       stat_axes = [*reduction_axes[:-1], x.ndim]  # the within-group axis of group_shape
       mean, var = compute_stats(
         x.reshape(group_shape),

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -15,7 +15,14 @@ from jaxtyping import Array, Float
 from ..module._module import Module
 from ..module._rngs import Rngs, RngStream
 from . import initializers
-from ._common import Dtype, Initializer, MissingRngsError, check_features
+from ._common import (
+  Dtype,
+  Initializer,
+  MissingRngsError,
+  PromoteDtypeFn,
+  check_features,
+  promote_dtype,
+)
 from ._linear import Linear
 from ._stochastic import own_stream
 
@@ -135,6 +142,9 @@ class LSTMCell(RNNCellBase):
     dtype, param_dtype: as for :class:`Linear`.
     carry_init: default initializer of :meth:`initialize_carry`.
     keep_rngs: keep a fork of the ``carry`` stream for ``initialize_carry``.
+    promote_dtype: passed to the :class:`Linear` layers.
+    kernel_metadata, recurrent_kernel_metadata, bias_metadata: metadata of the
+      input kernels, hidden kernels and biases.
     rngs: ``params`` stream.
 
   Raises:
@@ -165,6 +175,10 @@ class LSTMCell(RNNCellBase):
     param_dtype: Dtype = jnp.float32,
     carry_init: Initializer | None = None,
     keep_rngs: bool = False,
+    promote_dtype: PromoteDtypeFn = promote_dtype,
+    kernel_metadata: Mapping[str, Any] | None = None,
+    recurrent_kernel_metadata: Mapping[str, Any] | None = None,
+    bias_metadata: Mapping[str, Any] | None = None,
     rngs: Rngs,
   ):
     self._setup(
@@ -178,15 +192,22 @@ class LSTMCell(RNNCellBase):
       keep_rngs,
       rngs,
     )
-    lin = dict(dtype=dtype, param_dtype=param_dtype, rngs=rngs)
+    lin = dict(dtype=dtype, param_dtype=param_dtype, promote_dtype=promote_dtype, rngs=rngs)
     dense_i = lambda: Linear(
-      in_features, hidden_features, use_bias=False, kernel_init=kernel_init, **lin
+      in_features,
+      hidden_features,
+      use_bias=False,
+      kernel_init=kernel_init,
+      kernel_metadata=kernel_metadata,
+      **lin,
     )
     dense_h = lambda: Linear(
       hidden_features,
       hidden_features,
       kernel_init=recurrent_kernel_init,
       bias_init=bias_init,
+      kernel_metadata=recurrent_kernel_metadata,
+      bias_metadata=bias_metadata,
       **lin,
     )
     self.ii, self.if_, self.ig, self.io = dense_i(), dense_i(), dense_i(), dense_i()
@@ -240,6 +261,10 @@ class OptimizedLSTMCell(RNNCellBase):
     param_dtype: Dtype = jnp.float32,
     carry_init: Initializer | None = None,
     keep_rngs: bool = False,
+    promote_dtype: PromoteDtypeFn = promote_dtype,
+    kernel_metadata: Mapping[str, Any] | None = None,
+    recurrent_kernel_metadata: Mapping[str, Any] | None = None,
+    bias_metadata: Mapping[str, Any] | None = None,
     rngs: Rngs,
   ):
     self._setup(
@@ -253,15 +278,22 @@ class OptimizedLSTMCell(RNNCellBase):
       keep_rngs,
       rngs,
     )
-    lin = dict(dtype=dtype, param_dtype=param_dtype, rngs=rngs)
+    lin = dict(dtype=dtype, param_dtype=param_dtype, promote_dtype=promote_dtype, rngs=rngs)
     self.dense_i = Linear(
-      in_features, 4 * hidden_features, use_bias=False, kernel_init=kernel_init, **lin
+      in_features,
+      4 * hidden_features,
+      use_bias=False,
+      kernel_init=kernel_init,
+      kernel_metadata=kernel_metadata,
+      **lin,
     )
     self.dense_h = Linear(
       hidden_features,
       4 * hidden_features,
       kernel_init=recurrent_kernel_init,
       bias_init=bias_init,
+      kernel_metadata=recurrent_kernel_metadata,
+      bias_metadata=bias_metadata,
       **lin,
     )
 
@@ -313,6 +345,10 @@ class GRUCell(RNNCellBase):
     param_dtype: Dtype = jnp.float32,
     carry_init: Initializer | None = None,
     keep_rngs: bool = False,
+    promote_dtype: PromoteDtypeFn = promote_dtype,
+    kernel_metadata: Mapping[str, Any] | None = None,
+    recurrent_kernel_metadata: Mapping[str, Any] | None = None,
+    bias_metadata: Mapping[str, Any] | None = None,
     rngs: Rngs,
   ):
     self._setup(
@@ -326,12 +362,23 @@ class GRUCell(RNNCellBase):
       keep_rngs,
       rngs,
     )
-    lin = dict(dtype=dtype, param_dtype=param_dtype, rngs=rngs)
+    lin = dict(dtype=dtype, param_dtype=param_dtype, promote_dtype=promote_dtype, rngs=rngs)
     self.dense_i = Linear(
-      in_features, 3 * hidden_features, kernel_init=kernel_init, bias_init=bias_init, **lin
+      in_features,
+      3 * hidden_features,
+      kernel_init=kernel_init,
+      bias_init=bias_init,
+      kernel_metadata=kernel_metadata,
+      bias_metadata=bias_metadata,
+      **lin,
     )
     self.dense_h = Linear(
-      hidden_features, 3 * hidden_features, use_bias=False, kernel_init=recurrent_kernel_init, **lin
+      hidden_features,
+      3 * hidden_features,
+      use_bias=False,
+      kernel_init=recurrent_kernel_init,
+      kernel_metadata=recurrent_kernel_metadata,
+      **lin,
     )
 
   def __call__(
@@ -355,8 +402,9 @@ class SimpleCell(RNNCellBase):
   ``dense_h`` none. The carry and the output are ``h``.
 
   Args:
-    in_features, hidden_features, dtype, param_dtype, carry_init, keep_rngs, rngs:
-      as :class:`LSTMCell`.
+    in_features, hidden_features, dtype, param_dtype, carry_init, keep_rngs,
+    promote_dtype, kernel_metadata, recurrent_kernel_metadata, bias_metadata,
+    rngs: as :class:`LSTMCell`.
     residual: add the previous hidden state before the activation.
     activation_fn: default tanh.
     kernel_init, recurrent_kernel_init, bias_init: LeCun normal, orthogonal, zeros.
@@ -386,6 +434,10 @@ class SimpleCell(RNNCellBase):
     recurrent_kernel_init: Initializer = initializers.orthogonal(),
     bias_init: Initializer = initializers.zeros,
     keep_rngs: bool = False,
+    promote_dtype: PromoteDtypeFn = promote_dtype,
+    kernel_metadata: Mapping[str, Any] | None = None,
+    recurrent_kernel_metadata: Mapping[str, Any] | None = None,
+    bias_metadata: Mapping[str, Any] | None = None,
     rngs: Rngs,
   ):
     self._setup(
@@ -400,12 +452,23 @@ class SimpleCell(RNNCellBase):
       rngs,
     )
     self.residual = residual
-    lin = dict(dtype=dtype, param_dtype=param_dtype, rngs=rngs)
+    lin = dict(dtype=dtype, param_dtype=param_dtype, promote_dtype=promote_dtype, rngs=rngs)
     self.dense_h = Linear(
-      hidden_features, hidden_features, use_bias=False, kernel_init=recurrent_kernel_init, **lin
+      hidden_features,
+      hidden_features,
+      use_bias=False,
+      kernel_init=recurrent_kernel_init,
+      kernel_metadata=recurrent_kernel_metadata,
+      **lin,
     )
     self.dense_i = Linear(
-      in_features, hidden_features, kernel_init=kernel_init, bias_init=bias_init, **lin
+      in_features,
+      hidden_features,
+      kernel_init=kernel_init,
+      bias_init=bias_init,
+      kernel_metadata=kernel_metadata,
+      bias_metadata=bias_metadata,
+      **lin,
     )
 
   def __call__(

@@ -12,7 +12,7 @@ from jaxtyping import Array, Float
 
 from ..module._module import Module
 from ..module._rngs import Rngs, RngStream
-from ._common import MissingRngsError, RngsTypeError, first_from
+from ._common import MissingRngsError, RngsTypeError, first_from, optional_kwargs
 
 
 def own_stream(rngs: Any, collection: str, layer: str) -> RngStream | None:
@@ -44,9 +44,10 @@ def next_key(rngs: Any, own: RngStream | None, collection: str, layer: str) -> j
     rngs = own
   if rngs is None:
     raise MissingRngsError(
-      f"{layer}: a PRNG key is needed (the layer is not deterministic), but the layer"
-      " holds no rngs and the call got none. Fix: build it with rngs=nnx.Rngs(...), pass"
-      " rngs=... to the call, or make it deterministic (`model.eval()`)."
+      f"{layer}: `deterministic` is False, but no `rngs` argument was provided to {layer}"
+      " (the layer holds no rngs and the call got none). Fix: build it with"
+      " rngs=nnx.Rngs(...), pass rngs=... to the call, or make it deterministic"
+      " (`model.eval()`)."
     )
   if isinstance(rngs, Rngs):
     return rngs[collection]()
@@ -58,6 +59,13 @@ def next_key(rngs: Any, own: RngStream | None, collection: str, layer: str) -> j
     f"{layer}: call argument `rngs` must be an nnx.Rngs, an nnx.RngStream or a PRNG key,"
     f" got {type(rngs).__name__}."
   )
+
+
+def _mesh_sharding(x: Array) -> Any:
+  """``x``'s sharding when it lives on a mesh (so the mask matches it), else None."""
+  sharding = jax.typeof(x).sharding
+  mesh = getattr(sharding, "mesh", None)
+  return sharding if mesh is not None and not mesh.empty else None
 
 
 class Dropout(Module):
@@ -131,6 +139,8 @@ class Dropout(Module):
       shape = list(x.shape)
       for d in self.broadcast_dims:
         shape[d] = 1
-      mask = jax.random.bernoulli(key, p=keep, shape=tuple(shape))
+      mask = jax.random.bernoulli(
+        key, p=keep, shape=tuple(shape), **optional_kwargs(out_sharding=_mesh_sharding(x))
+      )
       mask = jnp.broadcast_to(mask, x.shape)
       return lax.select(mask, x / keep, jnp.zeros_like(x))
