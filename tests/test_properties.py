@@ -9,7 +9,6 @@ import nnx_eqx as nnx
 from nnx_eqx.testing import all_paths, assert_trees_equal, graphs, same_graph
 from nnx_eqx.testing._graphs import Counter
 
-
 FILTER_POOL = [
   nnx.Param,
   nnx.BatchStat,
