@@ -176,7 +176,8 @@ class Dropout(Module):
 
   Attributes:
     rate: Equinox's ``p``.
-    deterministic: Equinox's ``inference`` (``model.eval()`` sets it).
+    deterministic: Equinox's ``inference`` (``model.eval()`` sets it); read it as
+      ``inference`` too, a leaf of the pytree view that ``eqx.nn.inference_mode`` sets.
 
   Raises:
     RuntimeError: when active and called without ``key`` (as Equinox).
