@@ -1,5 +1,5 @@
 """Test configuration: 8 fake CPU devices, strict dtype promotion, jaxtyping
-checks of the layers' shape annotations, hypothesis profiles."""
+checks of the layers' shape annotations, hypothesis profiles (HYPOTHESIS_PROFILE)."""
 
 import os
 
@@ -17,7 +17,10 @@ import jaxtyping  # noqa: E402
 
 jaxtyping.install_import_hook("nnx_eqx.nn", "beartype.beartype")
 
-settings.register_profile(
-  "default", deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
-)
-settings.load_profile("default")
+# Hypothesis profiles: the plain run draws 50 examples per law (derandomized, so
+# every run checks the same ones); HYPOTHESIS_PROFILE=thorough draws 500. Tests
+# that set their own smaller ``max_examples`` keep it in both.
+_COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+settings.register_profile("default", max_examples=50, **_COMMON)
+settings.register_profile("thorough", max_examples=500, **_COMMON)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))

@@ -11,6 +11,7 @@ The figures each notebook saves go to ``$NNX_EQX_FIGURES`` (default
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import pathlib
 import sys
@@ -27,6 +28,27 @@ def notebooks() -> list[pathlib.Path]:
   return sorted(p for p in HERE.glob("[0-9]*.py"))
 
 
+@contextlib.contextmanager
+def _figures_to(figures: pathlib.Path):
+  saved = {k: os.environ.pop(k, None) for k in ("NNX_EQX_FIGURES", "MPLBACKEND")}
+  os.environ["NNX_EQX_FIGURES"] = str(figures)  # MPLBACKEND unset: the kernel's inline plots
+  try:
+    yield
+  finally:
+    os.environ.pop("NNX_EQX_FIGURES", None)
+    os.environ.update({k: v for k, v in saved.items() if v is not None})
+
+
+def _run(nb, timeout: int, allow_errors: bool) -> None:
+  nbclient.NotebookClient(
+    nb,
+    kernel_name="python3",
+    timeout=timeout,
+    allow_errors=allow_errors,
+    resources={"metadata": {"path": str(HERE)}},
+  ).execute()
+
+
 def execute(path: pathlib.Path, figures: pathlib.Path, timeout: int = 120):
   """Runs one notebook top to bottom with figures written to ``figures``.
 
@@ -34,16 +56,36 @@ def execute(path: pathlib.Path, figures: pathlib.Path, timeout: int = 120):
   ``CellExecutionError`` on the first failing cell.
   """
   nb = jupytext.read(path)
-  saved = {k: os.environ.pop(k, None) for k in ("NNX_EQX_FIGURES", "MPLBACKEND")}
-  os.environ["NNX_EQX_FIGURES"] = str(figures)  # MPLBACKEND unset: the kernel's inline plots
-  try:
-    nbclient.NotebookClient(
-      nb, kernel_name="python3", timeout=timeout, resources={"metadata": {"path": str(HERE)}}
-    ).execute()
-  finally:
-    os.environ.pop("NNX_EQX_FIGURES", None)
-    os.environ.update({k: v for k, v in saved.items() if v is not None})
+  with _figures_to(figures):
+    _run(nb, timeout, allow_errors=False)
   return nb
+
+
+# Between notebooks run in one kernel: forget every name the previous one defined
+# and close its figures (imported modules stay loaded: that is the time saved).
+_RESET = "%reset -f\nimport matplotlib.pyplot as _plt\n_plt.close('all')\ndel _plt"
+
+
+def execute_all(paths: list[pathlib.Path], figures: pathlib.Path, timeout: int = 120) -> list:
+  """Runs several notebooks one after the other in a single kernel.
+
+  Each notebook starts from an empty namespace (``%reset -f``); a failing cell
+  is recorded as an ``error`` output and the run goes on, so one broken
+  notebook does not hide the others. Returns the executed notebooks, in order.
+  """
+  nbs = [jupytext.read(p) for p in paths]
+  combined = nbformat.v4.new_notebook(metadata=nbs[0].metadata)
+  for nb in nbs:
+    combined.cells.append(nbformat.v4.new_code_cell(_RESET))
+    combined.cells.extend(nb.cells)
+  with _figures_to(figures):
+    _run(combined, timeout, allow_errors=True)
+  start = 0
+  for nb in nbs:
+    start += 1  # the reset cell
+    nb.cells = combined.cells[start : start + len(nb.cells)]
+    start += len(nb.cells)
+  return nbs
 
 
 def main(argv: list[str]) -> None:

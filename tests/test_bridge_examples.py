@@ -181,6 +181,10 @@ def test_equinox_checkpoint_loads_into_the_conversion_and_back(stateful, tmp_pat
   buf.seek(0)
   back = eqx.tree_deserialise_leaves(buf, (fresh_model, fresh_state))
   assert_trees_equal(back, (trained, state))
+  # The NNX module itself as `like` has NNX's leaf order (its mode flags last): the
+  # Equinox file does not fit it, and Equinox fails (TreePathError) naming the leaf.
+  with pytest.raises(RuntimeError, match="leaf with path"):
+    eqx.tree_deserialise_leaves(path, module)
 
 
 class Scale(eqx.nn.StatefulLayer):
@@ -233,3 +237,68 @@ def test_converted_dropout_and_attention_follow_eval_train_and_inference():
     module.train()
     assert_trees_close(module(*args, key=key), training)
     assert_trees_close(eqx.nn.inference_mode(nnx.to_eqx(module))(*args, key=key), inference)
+
+
+def test_inference_mode_on_the_conversion_agrees_with_eval_and_train(stateful):
+  model, state = stateful
+  _, state = eqx_batched(model, state, XS)
+  module = nnx.from_eqx(model, state)
+  expected = eqx_inference(model, state, XS)
+  inference = eqx.nn.inference_mode(module)  # a new module; `module` stays in training mode
+  assert module.norm1.use_running_average is False and module.spectral_linear.inference is False
+  evaluated = nnx.clone(module)
+  evaluated.eval()
+  assert nnx.graphdef(inference) == nnx.graphdef(evaluated)
+  assert_trees_close(nnx_batched(inference, XS), expected)
+  back = eqx.nn.inference_mode(inference, False)
+  assert nnx.graphdef(back) == nnx.graphdef(module)
+  # The flags are leaves named as Equinox names them; the rest of the view is unchanged.
+  paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_leaves_with_path(module)]
+  assert paths[-3:] == [".norm1.inference", ".norm2.inference", ".spectral_linear.inference"]
+  assert jax.tree.leaves(module)[-3:] == [False, False, False]
+
+
+def test_inference_mode_module_under_jits_and_vmap(stateful):
+  model, state = stateful
+  module = eqx.nn.inference_mode(nnx.from_eqx(model, state))
+  expected = eqx_inference(model, state, XS)
+  traces = []
+
+  def forward(m, x):
+    traces.append(None)
+    return m(x, None)[0]
+
+  # eqx.filter_jit: the flags are static (Python bools), so no retrace on the same flags.
+  jitted = eqx.filter_jit(jax.vmap(forward, in_axes=(None, 0)))
+  assert_trees_close(jitted(module, XS), expected)
+  assert_trees_close(jitted(module, XS), expected)
+  assert len(traces) == 1
+  assert_trees_close(
+    nnx.jit(lambda m, x: nnx.vmap(forward, in_axes=(None, 0))(m, x))(module, XS), expected
+  )
+  assert_trees_close(nnx.vmap(forward, in_axes=(None, 0), axis_name="batch")(module, XS), expected)
+  # Plain jax.jit traces the flag leaves but the module branches on its static flags.
+  assert_trees_close(jax.jit(jax.vmap(forward, in_axes=(None, 0)))(module, XS), expected)
+  # eqx.partition/combine give the module back with its flags.
+  dynamic, static = eqx.partition(module, eqx.is_array)
+  assert nnx.graphdef(eqx.combine(dynamic, static)) == nnx.graphdef(module)
+
+
+def test_inference_mode_on_converted_dropout_and_attention():
+  x = jr.normal(jr.key(6), (5, 4))
+  key = jr.key(7)
+  for e in (eqx.nn.Dropout(0.5), eqx.nn.MultiheadAttention(2, 4, dropout_p=0.5, key=jr.key(8))):
+    module = nnx.from_eqx(e)
+    args = (x,) if isinstance(e, eqx.nn.Dropout) else (x, x, x)
+    inference = eqx.nn.inference_mode(module)
+    assert_trees_close(inference(*args, key=key), eqx.nn.inference_mode(e)(*args, key=key))
+    assert_trees_close(module(*args, key=key), e(*args, key=key))  # the original: training
+    training = eqx.nn.inference_mode(inference, False)
+    assert_trees_close(training(*args, key=key), e(*args, key=key))
+    # Under eqx.filter_jit the flag is static: each mode compiles once.
+    traces = []
+    jitted = eqx.filter_jit(lambda m, *a: traces.append(None) or m(*a, key=key))
+    for m in (inference, training, inference, training):
+      assert_trees_close(jitted(m, *args), m(*args, key=key))
+    assert len(traces) == 2
+  assert nnx.from_eqx(eqx.nn.Dropout(0.5, inference=True)).inference is True

@@ -1,4 +1,5 @@
-"""Round-trip and output laws of the bridge, 500 hypothesis examples each.
+"""Round-trip and output laws of the bridge: hypothesis examples per the profile
+(50 by default, 500 with HYPOTHESIS_PROFILE=thorough; see conftest.py).
 
 Drawing is cheap (models are built abstractly per architecture and their
 weights drawn with NumPy). Output laws run on ``EQX_ARCHITECTURES``: one
@@ -26,7 +27,7 @@ from nnx_eqx.testing import (
   sharing_classes,
 )
 
-LAW = settings(max_examples=500, deadline=None)
+LAW = settings(deadline=None)  # the profile's example count
 
 
 @LAW
@@ -56,7 +57,7 @@ def test_nnx_to_eqx_to_nnx_is_identity(g):
   assert_trees_equal(nnx.to_eqx_with_state(back), (e, state))
 
 
-@settings(max_examples=500, deadline=None)
+@LAW
 @given(graphs(cycles=True))
 def test_cycles_raise_naming_both_paths(g):
   has_cycle = _has_cycle(g)

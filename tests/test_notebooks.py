@@ -1,10 +1,11 @@
 """Executes every notebook in ``notebooks/`` (jupytext percent-format ``.py``).
 
-Each notebook runs top to bottom in a fresh ``python3`` kernel of this
-environment (``notebooks/run.py``); any cell error fails the test. Figures are
-written to a temporary folder so running the tests never rewrites the committed
-ones in ``notebooks/figures/``; the test checks that each notebook regenerated
-the figures it saves and that the committed copies exist.
+All notebooks run top to bottom in one ``python3`` kernel of this environment
+(``notebooks/run.py:execute_all``), each from an empty namespace, so the kernel
+start and the imports are paid once; any cell error fails that notebook's test.
+Figures are written to a temporary folder so running the tests never rewrites
+the committed ones in ``notebooks/figures/``; the test checks that each notebook
+regenerated the figures it saves and that the committed copies exist.
 """
 
 import importlib.util
@@ -33,11 +34,19 @@ def test_every_topic_has_a_notebook():
   } <= names
 
 
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+  figures = tmp_path_factory.mktemp("figures")
+  return dict(zip(NOTEBOOKS, run.execute_all(NOTEBOOKS, figures))), figures
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_executes_and_draws_its_figures(path, tmp_path):
-  nb = run.execute(path, tmp_path)
+def test_notebook_executes_and_draws_its_figures(path, executed):
+  notebooks, tmp_path = executed
+  nb = notebooks[path]
   outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
-  assert not [o for o in outputs if o.get("output_type") == "error"]
+  errors = [o for o in outputs if o.get("output_type") == "error"]
+  assert not errors, "\n".join(f"{e['ename']}: {e['evalue']}" for e in errors)
   images = [o for o in outputs if "image/png" in o.get("data", {})]
   assert images, f"{path.name} shows no plot"
   figures = _SAVED.findall(path.read_text())

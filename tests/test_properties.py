@@ -9,8 +9,6 @@ import nnx_eqx as nnx
 from nnx_eqx.testing import all_paths, assert_trees_equal, graphs, same_graph
 from nnx_eqx.testing._graphs import Counter
 
-N = 200  # examples per law in CI
-
 FILTER_POOL = [
   nnx.Param,
   nnx.BatchStat,
@@ -32,7 +30,6 @@ def _identities(node) -> set[int]:
   return {id(obj) for _, obj in all_paths(node)}
 
 
-@settings(max_examples=N)
 @given(graphs())
 def test_split_merge_reproduces_structure_values_and_sharing(m):
   graphdef, state = nnx.split(m)
@@ -42,7 +39,6 @@ def test_split_merge_reproduces_structure_values_and_sharing(m):
   assert nnx.graphdef(m2) == graphdef and hash(nnx.graphdef(m2)) == hash(graphdef)
 
 
-@settings(max_examples=N)
 @given(graphs(), st.lists(st.sampled_from(FILTER_POOL), max_size=4))
 def test_exhaustive_filters_partition_the_state(m, filters):
   graphdef, *parts = nnx.split(m, *filters, ...)
@@ -57,7 +53,6 @@ def test_exhaustive_filters_partition_the_state(m, filters):
   assert same_graph(nnx.merge(graphdef, *parts), m)
 
 
-@settings(max_examples=N)
 @given(graphs())
 def test_pytree_flatten_unflatten_preserves_sharing(m):
   leaves, treedef = jax.tree_util.tree_flatten(m)
@@ -68,7 +63,6 @@ def test_pytree_flatten_unflatten_preserves_sharing(m):
   assert same_graph(m3, m)
 
 
-@settings(max_examples=N)
 @given(graphs())
 def test_state_is_a_pytree_and_pure_dict_round_trips(m):
   state = nnx.state(m)
@@ -79,7 +73,6 @@ def test_state_is_a_pytree_and_pure_dict_round_trips(m):
   assert_trees_equal(fresh, state)
 
 
-@settings(max_examples=N)
 @given(graphs())
 def test_update_writes_values_back(m):
   twin = nnx.clone(m)
@@ -91,7 +84,6 @@ def test_update_writes_values_back(m):
   assert same_graph(twin, m)
 
 
-@settings(max_examples=N)
 @given(graphs(cycles=False))
 def test_clone_is_independent(m):
   c = nnx.clone(m)

@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 import equinox as eqx
 import jax.tree_util as jtu
 
+from ..graph._pytree_flags import register_flag
 from ..module._module import Module
 from . import _registry
 from ._bridged import NnxModule, bridged_from_nnx, bridged_to_nnx
@@ -107,6 +108,8 @@ def nnx_class(eqx_type: type) -> type:
     elif callable(attr):
       ns[name] = _wrap_method(name, attr)
   cls = type(eqx_type.__name__, (EqxModule,), ns)
+  if "inference" in {f.name for f in dataclasses.fields(eqx_type)}:
+    register_flag(cls, "inference")  # a leaf of the pytree view, as in Equinox
   _CLASSES[eqx_type] = cls
   return cls
 

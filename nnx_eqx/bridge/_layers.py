@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import jax.random as jr
 from jax import lax
 
+from ..graph._pytree_flags import register_flag
 from ..graph._variables import Param
 from ..module._module import Module
 
@@ -175,7 +176,8 @@ class Dropout(Module):
 
   Attributes:
     rate: Equinox's ``p``.
-    deterministic: Equinox's ``inference`` (``model.eval()`` sets it).
+    deterministic: Equinox's ``inference`` (``model.eval()`` sets it); read it as
+      ``inference`` too, a leaf of the pytree view that ``eqx.nn.inference_mode`` sets.
 
   Raises:
     RuntimeError: when active and called without ``key`` (as Equinox).
@@ -212,6 +214,9 @@ class Dropout(Module):
       q = 1 - lax.stop_gradient(self.rate)
       mask = jr.bernoulli(key, q, x.shape)
       return jnp.where(mask, x / q, 0)
+
+
+register_flag(Dropout, "deterministic")  # eqx.nn.inference_mode sets it
 
 
 class Identity(Module):

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from ..graph._pytree_flags import register_flag
 from ..graph._variables import BatchStat, Param
 from ..module._module import Module
 from ._generic import check_placeholder
@@ -135,7 +136,8 @@ class BatchNorm(Module):
   Attributes:
     scale, bias: ``Param`` of shape ``(input_size,)`` (Equinox's ``weight`` and
       ``bias``), or None without ``channelwise_affine``.
-    use_running_average: Equinox's ``inference`` (``model.eval()`` sets it).
+    use_running_average: Equinox's ``inference`` (``model.eval()`` sets it); read it
+      as ``inference`` too, a leaf of the pytree view that ``eqx.nn.inference_mode`` sets.
     axis_name, input_size, eps, channelwise_affine, momentum, mode: as Equinox.
 
   Raises:
@@ -221,3 +223,6 @@ class BatchNorm(Module):
 
   def is_stateful(self) -> bool:
     return True
+
+
+register_flag(BatchNorm, "use_running_average")  # eqx.nn.inference_mode sets it

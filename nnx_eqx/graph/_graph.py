@@ -16,7 +16,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from . import _graphdef, _version
+from . import _graphdef, _pytree_flags, _version
 from ._errors import GraphStructureError, ShapeDtypeError, StateMismatchError
 from ._filters import Filter
 from ._flat_state import FlatState
@@ -582,18 +582,59 @@ class _PathKey:
   __repr__ = __str__
 
 
+class _FlaggedDef:
+  """Pytree aux data of a graph whose view ends with flag leaves (see _pytree_flags)."""
+
+  __slots__ = ("graphdef", "neutral", "idx", "n")
+
+  def __init__(self, w, idx, n):
+    self.graphdef, self.idx, self.n = w.graphdef, idx, n
+    # Structures compare with the flags at False: they are leaves, not structure.
+    self.neutral = _pytree_flags.neutral_graphdef(w, walk_uncached)
+
+  def __eq__(self, other):
+    return (
+      type(other) is _FlaggedDef
+      and self.idx == other.idx
+      and self.n == other.n
+      and self.neutral == other.neutral
+    )
+
+  def __hash__(self):
+    return hash((self.neutral, self.idx))
+
+  def __repr__(self):
+    return f"{self.neutral!r} + flags at nodes {list(self.idx)}"
+
+
 def _pytree_flatten(node):
   w = walk(node)
-  return w.leaves(), w.graphdef
+  leaves = w.leaves()
+  idx = _pytree_flags.flag_indices(w) if _pytree_flags.FLAG_ATTRS else ()
+  if not idx:
+    return leaves, w.graphdef
+  aux = _FlaggedDef(w, idx, len(leaves))
+  return leaves + _pytree_flags.flag_children(w, idx, False, _PathKey), aux
 
 
 def _pytree_flatten_with_keys(node):
   w = walk(node)
-  return [(_PathKey(p), s._value) for p, s in zip(w.paths, w.slots)], w.graphdef
+  children = [(_PathKey(p), s._value) for p, s in zip(w.paths, w.slots)]
+  idx = _pytree_flags.flag_indices(w) if _pytree_flags.FLAG_ATTRS else ()
+  if not idx:
+    return children, w.graphdef
+  aux = _FlaggedDef(w, idx, len(children))
+  return children + _pytree_flags.flag_children(w, idx, True, _PathKey), aux
 
 
-def _pytree_unflatten(graphdef, leaves):
-  return unflatten(graphdef, leaves)
+def _pytree_unflatten(aux, leaves):
+  if type(aux) is not _FlaggedDef:
+    return unflatten(aux, leaves)
+  leaves = list(leaves)
+  nodes: list = []
+  root = unflatten(aux.graphdef, leaves[: aux.n], nodes_out=nodes)
+  _pytree_flags.apply_flags(nodes, aux.idx, leaves[aux.n :])
+  return root
 
 
 def register_pytree(cls: type) -> None:
