@@ -21,7 +21,7 @@ def np_init(key, shape, dtype=jnp.float32):
 
 
 INIT = {"kernel_init": np_init, "bias_init": np_init}
-HALF = {"param_dtype": jnp.float16, "dtype": jnp.float16}
+HALF = {"param_dtype": jnp.bfloat16, "dtype": jnp.bfloat16}
 
 
 def _plus_bias(y, b):
@@ -30,7 +30,7 @@ def _plus_bias(y, b):
 
 def test_linear_preferred_element_type_matches_lax():
   layer = nnx.Linear(4, 3, preferred_element_type=jnp.float32, rngs=nnx.Rngs(0), **HALF, **INIT)
-  x = randn(2, 4, dtype=jnp.float16)
+  x = randn(2, 4, dtype=jnp.bfloat16)
   y = layer(x)
   k, b = layer.kernel.value, layer.bias.value
   dims = (((1,), (0,)), ((), ()))
@@ -43,7 +43,7 @@ def test_linear_general_and_einsum_preferred_element_type():
   lg = nnx.LinearGeneral(
     4, (2, 3), preferred_element_type=jnp.float32, rngs=nnx.Rngs(0), **HALF, **INIT
   )
-  x = randn(5, 4, dtype=jnp.float16)
+  x = randn(5, 4, dtype=jnp.bfloat16)
   ref = lax.dot_general(
     x, lg.kernel.value, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32
   )
@@ -58,7 +58,7 @@ def test_linear_general_and_einsum_preferred_element_type():
 
 def test_conv_and_conv_transpose_preferred_element_type():
   conv = nnx.Conv(3, 4, (3,), preferred_element_type=jnp.float32, rngs=nnx.Rngs(0), **HALF, **INIT)
-  x = randn(2, 7, 3, dtype=jnp.float16)
+  x = randn(2, 7, 3, dtype=jnp.bfloat16)
   dn = lax.ConvDimensionNumbers((0, 2, 1), (2, 1, 0), (0, 2, 1))
   ref = lax.conv_general_dilated(
     x, conv.kernel.value, (1,), "SAME", dimension_numbers=dn, preferred_element_type=jnp.float32
@@ -121,7 +121,7 @@ def test_custom_promote_dtype_is_used():
 
 def test_batchnorm_identity_promotion_keeps_half_params_exact():
   # flax's Linen-compatible mode: no promotion; the formula then promotes per op.
-  bn = nnx.BatchNorm(3, param_dtype=jnp.float16, promote_dtype=lambda a, **kw: a, rngs=nnx.Rngs(0))
+  bn = nnx.BatchNorm(3, param_dtype=jnp.bfloat16, promote_dtype=lambda a, **kw: a, rngs=nnx.Rngs(0))
   x = randn(4, 3)
   y = bn(x)
   mean, var = x.mean(0), x.var(0)
