@@ -2,6 +2,7 @@
 
 from .graph._var_defaults import VarDefaults as VarDefaults
 from .graph._var_defaults import var_defaults as var_defaults
+from .graph._variables import A as A
 from .graph._variables import BatchStat as BatchStat
 from .graph._variables import Cache as Cache
 from .graph._variables import Intermediate as Intermediate

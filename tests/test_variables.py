@@ -81,3 +81,33 @@ def test_replace_and_copy():
 def test_unknown_attribute_message():
   with pytest.raises(AttributeError, match="no metadata or value attribute 'nope'"):
     _ = nnx.Param(jnp.ones(1)).nope
+
+
+def test_jax_functions_read_the_value():
+  # ``__jax_array__``: jnp functions take a Variable as they take its value (as in flax.nnx).
+  p = nnx.Param(jnp.arange(3.0))
+  assert_trees_equal(jnp.sin(p), jnp.sin(p.value))
+  assert_trees_equal(jnp.dot(p, p), jnp.dot(p.value, p.value))
+  assert_trees_equal(jnp.asarray(p), p.value)
+  ref = nnx.Param(jnp.arange(3.0), ref=True)
+  assert_trees_equal(jnp.cos(ref), jnp.cos(jnp.arange(3.0)))
+  # Inside a trace the value is the tracer: one trace, no write-back needed.
+  traces = []
+
+  @jax.jit
+  def f(m):
+    traces.append(1)
+    return jnp.tanh(m.kernel) @ jnp.ones(3)
+
+  m = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+  assert f(m).shape == (2,)
+  f(m)
+  assert len(traces) == 1
+
+
+def test_value_typevar_is_exported():
+  class Tagged(nnx.Variable[nnx.A]):
+    pass
+
+  assert nnx.A is nnx.variablelib.A
+  assert Tagged(jnp.ones(2)).value.shape == (2,)

@@ -309,6 +309,10 @@ class Variable(MetadataMethods, Generic[A]):
   def __array__(self, dtype=None, copy=None):
     return np.asarray(_read(self._value), dtype=dtype)
 
+  def __jax_array__(self):
+    # jax's array-like protocol: ``jnp.sin(param)`` reads the value, as in flax.nnx.
+    return jax.numpy.asarray(_read(self._value))
+
   def __len__(self) -> int:
     return len(_read(self._value))  # type: ignore[arg-type]
 
