@@ -8,6 +8,8 @@
   ``eqx.Module``): conversions for unregistered types.
 * ``_shared``: ``eqx.nn.Shared`` <-> shared Variables; ``_state``:
   ``eqx.nn.State`` <-> non-Param Variables.
+* ``_serialise``: Equinox's file format for NNX modules, through their
+  Equinox form.
 
 Imports go one way: ``_errors``, ``_registry``, ``_state`` -> the contexts
 (``_context``, ``_to_eqx``) -> ``_bridged`` -> ``_shared`` -> ``_convert`` ->
@@ -48,6 +50,9 @@ from ._recurrent import GRUCell as GRUCell
 from ._recurrent import LSTMCell as LSTMCell
 from ._registry import Converter as Converter
 from ._registry import register as register
+from ._serialise import EqxFileMismatchError as EqxFileMismatchError
+from ._serialise import tree_deserialise_leaves as tree_deserialise_leaves
+from ._serialise import tree_serialise_leaves as tree_serialise_leaves
 from ._registry import registered as registered
 from ._registry import unregister as unregister
 from ._shared import Select as Select
