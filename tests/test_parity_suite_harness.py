@@ -75,3 +75,21 @@ def test_summary_counts_only_tests_that_pass_with_flax():
   }
   assert dict(s["reasons"])["missing attribute 'foo'"] == 1
   assert "**1 of 3 applicable tests pass" in suite.markdown(s, suite.EXCLUDED_FILES)
+
+
+def test_every_failing_test_is_listed_under_its_explanation():
+  explained = [("a_test.T.test_cap*", "capture is missing"), ("a_test.*", "other")]
+  groups, unexplained = suite.explain(
+    ["a_test.T.test_capture", "a_test.T.test_x", "b_test.T.test_y"], explained
+  )
+  assert groups == {"capture is missing": ["a_test.T.test_capture"], "other": ["a_test.T.test_x"]}
+  assert unexplained == ["b_test.T.test_y"]
+  ours = {"a_test.py": {"a_test.T.test_capture": {"outcome": "failed", "message": "x"}}}
+  s = suite.summarise(ours, None)
+  md = suite.markdown(s, suite.EXCLUDED_FILES, explained)
+  assert "Unexplained: 0." in md and "**capture is missing** (1)" in md
+
+
+def test_the_explanations_file_parses():
+  explained = suite.load_explained(_PATH.parent / "flax_suite_explained.toml")
+  assert explained and all(pat and why for pat, why in explained)

@@ -15,7 +15,10 @@ written to ``flax_suite_reference.json``; ``--reference`` reuses that file. A
 test counts as *applicable* when it is not excluded and passes with flax. The
 summary (``flax_suite.json`` and ``flax_suite.md`` in ``--out``) gives per-file
 counts of applicable tests and how many of them pass with nnx_eqx, and groups
-the failure messages.
+the failure messages. Every failing test is matched against the explanations
+in ``flax_suite_explained.toml`` (``--explained``): ``fnmatch`` patterns over
+test ids, each with the reason it fails; the markdown lists each failing test
+under its reason and names the tests no pattern explains.
 
 Typical use (from the repository root)::
 
@@ -34,6 +37,7 @@ from __future__ import annotations
 import argparse
 import ast
 import collections
+import fnmatch
 import json
 import pathlib
 import re
@@ -42,6 +46,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import tomllib
 import xml.etree.ElementTree as ET
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -280,6 +285,7 @@ def reason_key(message: str) -> str:
 def summarise(ours: dict, ref: dict | None) -> dict:
   files = {}
   reasons = collections.Counter()
+  failing: list[str] = []
   for rel, cases in ours.items():
     ref_cases = (ref or {}).get(rel)
     names = set(cases) | set(ref_cases or {})
@@ -301,14 +307,40 @@ def summarise(ours: dict, ref: dict | None) -> dict:
       counts[mine["outcome"]] += 1
       if mine["outcome"] in ("failed", "error"):
         reasons[reason_key(mine["message"])] += 1
+        failing.append(name)
     files[rel] = dict(counts)
   total = collections.Counter()
   for c in files.values():
     total.update(c)
-  return {"files": files, "total": dict(total), "reasons": reasons.most_common(60)}
+  return {
+    "files": files,
+    "total": dict(total),
+    "reasons": reasons.most_common(60),
+    "failing": sorted(failing),
+  }
 
 
-def markdown(summary: dict, excluded_files: dict) -> str:
+def load_explained(path: pathlib.Path | None) -> list[tuple[str, str]]:
+  """``[[failure]]`` tables of ``pattern`` (fnmatch over test ids) and ``why``."""
+  if path is None or not path.exists():
+    return []
+  return [(e["pattern"], e["why"]) for e in tomllib.loads(path.read_text())["failure"]]
+
+
+def explain(failing: list[str], explained: list[tuple[str, str]]) -> tuple[dict, list[str]]:
+  """Groups failing test ids by the first explanation whose pattern matches."""
+  groups: dict[str, list[str]] = {}
+  unexplained = []
+  for name in failing:
+    why = next((w for pat, w in explained if fnmatch.fnmatchcase(name, pat)), None)
+    if why is None:
+      unexplained.append(name)
+    else:
+      groups.setdefault(why, []).append(name)
+  return groups, unexplained
+
+
+def markdown(summary: dict, excluded_files: dict, explained: list | None = None) -> str:
   t = summary["total"]
   app, ok = t.get("applicable", 0), t.get("passed", 0)
   pct = 100 * ok / app if app else 0.0
@@ -330,6 +362,15 @@ def markdown(summary: dict, excluded_files: dict) -> str:
   lines += [f"- {r}" for r in sorted({*EXCLUDED_TOKENS.values(), LINEN_REASON})]
   lines += ["", "## Failure reasons (grouped)", "", "| count | reason |", "|---:|---|"]
   lines += [f"| {n} | {r} |" for r, n in summary["reasons"]]
+  if explained is not None:
+    groups, unexplained = explain(summary.get("failing", []), explained)
+    lines += ["", "## Failing tests, by reason", ""]
+    lines.append(f"Unexplained: {len(unexplained)}.")
+    for why, names in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+      lines += ["", f"**{why}** ({len(names)})", ""]
+      lines += [f"- `{n}`" for n in names]
+    if unexplained:
+      lines += ["", "**Not yet explained**", ""] + [f"- `{n}`" for n in unexplained]
   return "\n".join(lines) + "\n"
 
 
@@ -362,6 +403,11 @@ def main(argv=None):
   p.add_argument("--tree", default=str(ROOT), help="folder holding the nnx_eqx package")
   p.add_argument("--keep", action="store_true", help="keep the rewritten tests")
   p.add_argument("--out", default=str(HERE), help="folder for flax_suite.json/.md")
+  p.add_argument(
+    "--explained",
+    default=str(HERE / "flax_suite_explained.toml"),
+    help="TOML of [[failure]] pattern/why entries explaining failing tests",
+  )
   args = p.parse_args(argv)
   pathlib.Path(args.out).mkdir(parents=True, exist_ok=True)
 
@@ -384,8 +430,10 @@ def main(argv=None):
   out = pathlib.Path(args.out)
   detail = {"summary": summary, "excluded_files": EXCLUDED_FILES, "results": ours}
   (out / "flax_suite.json").write_text(json.dumps(detail, indent=1, sort_keys=True) + "\n")
-  (out / "flax_suite.md").write_text(markdown(summary, EXCLUDED_FILES))
-  print(markdown(summary, EXCLUDED_FILES))
+  explained = load_explained(pathlib.Path(args.explained))
+  text = markdown(summary, EXCLUDED_FILES, explained)
+  (out / "flax_suite.md").write_text(text)
+  print(text)
   if args.keep:
     print(f"rewritten tests kept in {work}")
   else:
