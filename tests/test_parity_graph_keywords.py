@@ -64,10 +64,16 @@ def test_diff_state_selects_the_differentiated_variables():
   assert sorted(p for p, _ in nnx.to_flat_state(grads)) == [("lora_a",), ("lora_b",)]
 
 
-def test_diff_states_with_different_filters_are_rejected():
-  argnums = (nnx.DiffState(0, nnx.Param), nnx.DiffState(1, nnx.BatchStat))
-  with pytest.raises(NotImplementedError, match="different filters"):
-    nnx.grad(lambda a, b: 0.0, argnums=argnums)
+def test_diff_states_give_each_argument_its_own_filter():
+  m1, m2 = _model(), _model()
+  kernel, bias = nnx.PathContains("kernel"), nnx.PathContains("bias")
+  argnums = (nnx.DiffState(0, kernel), nnx.DiffState(1, bias))
+  x = jnp.ones((1, 2))
+  g1, g2 = nnx.grad(lambda a, b: (a(x) * b(x)).sum(), argnums=argnums)(m1, m2)
+  assert [p for p, _ in nnx.to_flat_state(g1)] == [("kernel",)]
+  assert [p for p, _ in nnx.to_flat_state(g2)] == [("bias",)]
+  with pytest.raises(ValueError, match="names an argument twice"):
+    nnx.grad(lambda a: 0.0, argnums=(nnx.DiffState(0, nnx.Param), 0))
 
 
 def test_clone_copies_a_tuple_of_states():

@@ -28,29 +28,26 @@ class DiffState(NamedTuple):
   filter: Filter
 
 
-def resolve_argnums(argnums: Any, wrt: Filter) -> tuple[Any, Filter]:
-  """Turns ``argnums`` holding DiffStates into plain ``argnums`` plus one ``wrt``.
+def resolve_argnums(argnums: Any, wrt: Filter) -> tuple[Any, Filter | dict]:
+  """Turns ``argnums`` holding DiffStates into plain ``argnums`` plus ``wrt``:
+  the given filter when no DiffState is present, else ``{argnum: filter}``
+  (an int argnum keeps ``wrt``).
 
   Raises:
-    NotImplementedError: if DiffStates give different filters (one ``wrt``
-      serves every argument).
+    ValueError: an argument appears twice in ``argnums``.
   """
   single = isinstance(argnums, DiffState) or not isinstance(argnums, tuple | list)
   items = (argnums,) if single else argnums
   if not any(isinstance(a, DiffState) for a in items):
     return argnums, wrt
-  filters: list = []
-  for a in items:
-    if isinstance(a, DiffState) and a.filter not in filters:
-      filters.append(a.filter)
-  if len(filters) > 1:
-    raise NotImplementedError(
-      f"argnums with DiffStates of different filters {sorted(map(repr, filters))} are not"
-      " supported. Fix: use one filter (e.g. a tuple of types) for every argument."
-    )
   nums = tuple(a.argnum if isinstance(a, DiffState) else a for a in items)
-  (flt,) = filters
-  return (nums[0] if single else nums), flt
+  if len(set(nums)) != len(nums):
+    raise ValueError(
+      f"argnums {argnums!r} names an argument twice. Fix: give each argument once,"
+      " with one DiffState filter."
+    )
+  filters = {a.argnum if isinstance(a, DiffState) else a: getattr(a, "filter", wrt) for a in items}
+  return (nums[0] if single else nums), filters
 
 
 def accepts_diff_state(transform: Callable) -> Callable:

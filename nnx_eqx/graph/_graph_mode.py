@@ -120,13 +120,17 @@ def resolve(graph: bool | None, graph_updates: bool | None = None) -> tuple[bool
 def accepts_graph_keywords(fn: F) -> F:
   """Wraps a function so it accepts ``graph=``/``graph_updates=``.
 
-  A function with a ``graph`` parameter of its own (the graph API: ``split``,
+  A function with both parameters of its own is returned as is; one with a
+  ``graph`` parameter of its own (the graph API: ``split``,
   ``state``, ``clone``, ...) receives the resolved mode, so that tree mode can
   reject shared references; for the others (lifted transforms) the keywords
   are accepted and ignored: nnx_eqx keeps sharing in every mode, so they do
   not change the result for graphs without shared references.
   """
-  if "graph" in inspect.signature(fn).parameters:
+  params = inspect.signature(fn).parameters
+  if "graph_updates" in params:  # the function resolves both keywords itself
+    return fn
+  if "graph" in params:
 
     @functools.wraps(fn)
     def graph_wrapper(*args, graph: bool | None = None, graph_updates: bool | None = None, **kw):

@@ -6,8 +6,11 @@ import functools
 from collections.abc import Callable, Sequence
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 
 from ..graph._filters import Filter, to_predicate
+from ..graph._graph_mode import resolve
 from ..graph._state import State
 from ..graph._tracing import current_trace
 from ..graph._variables import Param, Variable, new_variable
@@ -25,33 +28,55 @@ def grad_state(w, idxs: list[int], grads: list, trace) -> State | Variable:
   return State.from_flat_path(items)
 
 
+def _is_inexact(x) -> bool:
+  return jnp.issubdtype(jnp.result_type(x), jnp.inexact)
+
+
+def _no_grad(x):
+  """The zero cotangent JAX gives a non-differentiable input (``float0``)."""
+  return np.zeros(np.shape(x), dtype=jax.dtypes.float0)
+
+
 def _value_and_grad(
   f: Callable,
   argnums,
   has_aux: bool,
-  wrt: Filter,
+  wrt: Filter | dict,
   holomorphic: bool,
   allow_int: bool,
   name: str = "nnx.value_and_grad",
+  functional: bool = False,
 ):
+  """The shared body of grad/value_and_grad. ``wrt`` is one filter or a dict
+  ``{argnum: filter}`` (from DiffStates). ``functional`` (``graph=False`` or
+  ``graph_updates=False``): every inexact leaf of the differentiated Module
+  arguments is differentiated and their gradients come back as copies of those
+  arguments (as ``jax.grad`` over their pytrees)."""
   single = isinstance(argnums, int)
   argnums_t = (argnums,) if single else tuple(argnums)
-  wrt_pred = to_predicate(wrt)
+  preds = {a: to_predicate(wrt.get(a, Param) if isinstance(wrt, dict) else wrt) for a in argnums_t}
   _lift.reject_bound_method(f, name)
+
+  def selected(p, o, a, node) -> bool:
+    if a not in preds:
+      return False
+    if functional:
+      return allow_int or _is_inexact(o.value if isinstance(o, Variable) else o)
+    # A Variable passed as the argument itself is differentiated whole (as flax).
+    return (isinstance(node, Variable) and len(p) == 1) or preds[a](p[1:], o)
 
   @functools.wraps(f)
   def wrapper(*args):
     split, w, leaves, rest = _lift.prepare(args)
     node_args = set(split.arg_of_node)
     diff_idx: list[int] = []
-    arg_of: list[int] = []
     if w is not None:
       objs = w.leaf_objects()
       arg_of = _lift.leaf_arg_index(w, split)
       diff_idx = [
         i
         for i, (p, o, a) in enumerate(zip(w.paths, objs, arg_of))
-        if a in argnums_t and wrt_pred(p[1:], o)
+        if selected(p, o, a, w.refs[p[0]])
       ]
     diff_set = set(diff_idx)
     other_idx = [i for i in range(len(leaves)) if i not in diff_set]
@@ -80,20 +105,37 @@ def _value_and_grad(
       inner, argnums=(0, 1), has_aux=True, holomorphic=holomorphic, allow_int=allow_int
     )([leaves[i] for i in diff_idx], arr_args, [leaves[i] for i in other_idx])
     aux = _lift.apply_updates(w, updates, aux)
-    trace = current_trace()
-    results = []
+    by_leaf = dict(zip(diff_idx, g_diff))
+    if functional and w is not None:
+      node_grads = _grad_copies(w, leaves, by_leaf)
+    elif w is not None:
+      node_grads = _grad_states(w, by_leaf)
     arr_iter = iter(g_arr)
-    pos = {i: k for k, i in enumerate(diff_idx)}
-    for a in argnums_t:
-      if a in node_args:
-        idxs = [i for i in diff_idx if arg_of[i] == a]
-        results.append(grad_state(w, idxs, [g_diff[pos[i]] for i in idxs], trace))
-      else:
-        results.append(next(arr_iter))
+    grads_args = _lift.join_args(split, rest, node_grads) if w is not None else ()
+    results = [grads_args[a] if a in node_args else next(arr_iter) for a in argnums_t]
     grads = results[0] if single else tuple(results)
     return ((value, aux) if has_aux else value), grads
 
   return wrapper
+
+
+def _grad_states(w, by_leaf: dict) -> list:
+  """Per node: a State of the gradients of its differentiated leaves (the
+  Variable itself for a Variable node; an empty State where a shared leaf was
+  already counted under an earlier node)."""
+  trace = current_trace()
+  per_node: list[list[int]] = [[] for _ in w.refs]
+  for i in by_leaf:
+    per_node[w.paths[i][0]].append(i)
+  return [grad_state(w, idxs, [by_leaf[i] for i in idxs], trace) for idxs in per_node]
+
+
+def _grad_copies(w, leaves, by_leaf: dict) -> tuple:
+  """New nodes shaped like the arguments, holding gradients (``float0`` zeros
+  for the leaves not differentiated)."""
+  values = [by_leaf[i] if i in by_leaf else _no_grad(x) for i, x in enumerate(leaves)]
+  nodes, _ = _lift.merge_inner(w.graphdef, values)
+  return nodes
 
 
 def value_and_grad(
@@ -104,20 +146,35 @@ def value_and_grad(
   wrt: Filter = Param,
   holomorphic: bool = False,
   allow_int: bool = False,
+  graph: bool | None = None,
+  graph_updates: bool | None = None,
 ):
   """``jax.value_and_grad`` lifted over Modules (as flax.nnx.value_and_grad).
 
-  For each Module argument in ``argnums`` the gradient is a State holding the
-  leaves selected by ``wrt`` (default: Params), with the same paths and
-  Variable types; for array arguments it is a plain array. Updates to other
-  state made inside ``f`` (counters, BatchStats, Rngs counts) are written back.
+  With graph updates (the default), the gradient of each Module argument in
+  ``argnums`` is a State holding the leaves selected by ``wrt`` (default:
+  Params), with the same paths and Variable types; an argument that is a
+  container of Modules or Variables gets the container with a State per Module
+  and a Variable per Variable. For array arguments it is a plain array.
+  Updates to other state made inside ``f`` (counters, BatchStats, Rngs counts)
+  are written back.
+
+  With ``graph=False`` or ``graph_updates=False`` (flax's functional
+  convention) ``f`` is differentiated as ``jax.grad`` would over the
+  arguments' pytrees: every inexact leaf of a Module argument (Params,
+  BatchStats, ...; ``wrt`` is not used) is differentiated and the gradient is a
+  new object of the argument's own type (a ``Linear`` for a ``Linear``) whose
+  Variables hold the gradients (``float0`` zeros for integer leaves).
 
   Args:
     f: ``f(*args) -> scalar`` (or ``(scalar, aux)`` with ``has_aux``).
-    argnums: which positional arguments to differentiate.
+    argnums: which positional arguments to differentiate; ints or
+      ``nnx.DiffState(argnum, filter)`` (per-argument ``wrt``).
     has_aux: ``f`` returns ``(loss, aux)``.
     wrt: filter selecting the differentiated leaves of Module arguments.
     holomorphic, allow_int: passed to ``jax.value_and_grad``.
+    graph, graph_updates: select the convention above (defaults from
+      ``nnx.set_graph_mode``/``nnx.set_graph_updates``).
 
   Returns:
     A function returning ``(value, grads)`` or ``((value, aux), grads)``.
@@ -131,10 +188,15 @@ def value_and_grad(
     >>> loss, grads = nnx.value_and_grad(lambda m: m(jnp.ones((1, 2))).sum())(model)
     >>> grads.kernel.value.tolist()
     [[1.0], [1.0]]
+    >>> _, g = nnx.value_and_grad(lambda m: m(jnp.ones((1, 2))).sum(), graph=False)(model)
+    >>> type(g).__name__, g.bias.value.tolist()
+    ('Linear', [1.0])
   """
 
+  functional = not all(resolve(graph, graph_updates))
+
   def wrap(fn):
-    return _value_and_grad(fn, argnums, has_aux, wrt, holomorphic, allow_int)
+    return _value_and_grad(fn, argnums, has_aux, wrt, holomorphic, allow_int, functional=functional)
 
   return wrap if f is None else wrap(f)
 
@@ -147,6 +209,8 @@ def grad(
   wrt: Filter = Param,
   holomorphic: bool = False,
   allow_int: bool = False,
+  graph: bool | None = None,
+  graph_updates: bool | None = None,
 ):
   """``jax.grad`` lifted over Modules (as flax.nnx.grad); see :func:`value_and_grad`.
 
@@ -164,8 +228,10 @@ def grad(
     [3.0]
   """
 
+  functional = not all(resolve(graph, graph_updates))
+
   def wrap(fn):
-    vg = _value_and_grad(fn, argnums, has_aux, wrt, holomorphic, allow_int, "nnx.grad")
+    vg = _value_and_grad(fn, argnums, has_aux, wrt, holomorphic, allow_int, "nnx.grad", functional)
 
     @functools.wraps(fn)
     def g(*args):
