@@ -104,7 +104,7 @@ def test_diff_state_limits_the_tangent():
   def f_bwd(res, g):
     cos_x, m = res
     (m_g,), out_g = g
-    assert sorted(m_g) == ["x"]
+    assert sorted(m_g) == ["calls", "x", "y"]  # the whole state, as flax; only x is used
     m_g["x"].value = cos_x * out_g * m.y.value
     return (m_g,)
 
@@ -141,5 +141,66 @@ def test_errors_and_atomicity():
   with pytest.raises(RuntimeError, match="boom"):
     nnx.grad(g)(m)
   assert int(m.calls.value) == 0
-  with pytest.raises(nnx.CustomVjpError, match="needs graph updates"):
+  with pytest.raises(nnx.CustomVjpError, match="cannot contain `DiffState` objects"):
     nnx.custom_vjp(body, nondiff_argnums=(nnx.DiffState(0, ...),), graph_updates=False)
+
+
+def test_functional_convention_passes_updates_g_and_drops_structure_changes():
+  seen = {}
+
+  @nnx.custom_vjp(graph_updates=False)
+  def f(m):
+    m.calls += 1  # a Variable update: written back
+    m.note = "set inside"  # a structural change: dropped without graph updates
+    return jnp.sin(m.x.value) * m.y.value
+
+  def f_fwd(m):
+    return f(m), (jnp.cos(m.x.value), m)
+
+  def f_bwd(res, g, updates_g):
+    (m_up,) = updates_g
+    seen["updated"] = m_up.calls
+    seen["not_updated"] = (m_up.x, m_up.y)
+    cos_x, m = res
+    m_g = nnx.clone(m)
+    m_g.x.value = cos_x * g * m.y.value
+    m_g.y.value = jnp.zeros(())
+    return (m_g,)
+
+  f.defvjp(f_fwd, f_bwd)
+  m = Foo()
+  g = nnx.grad(f, graph_updates=False)(m)
+  assert type(g) is Foo
+  assert_trees_close(g.x.value, jnp.cos(1.0) * 2.0)
+  assert isinstance(seen["updated"], nnx.BatchStat) and seen["not_updated"] == (None, None)
+  assert int(m.calls.value) == 1 and not hasattr(m, "note")
+
+
+def test_functional_convention_module_outputs_and_state_arguments():
+  @nnx.custom_vjp(nondiff_argnums=(1,), graph_updates=False)
+  def f(params, rest, m2):
+    return params["x"].value * rest["y"].value, nnx.clone(m2)
+
+  def f_fwd(params, rest, m2):
+    return f(params, rest, m2), (rest["y"].value,)
+
+  def f_bwd(rest, res, g):
+    (y,) = res
+    out_g, m2_g = g
+    assert isinstance(m2_g, Foo)  # a Module output's cotangent is a Module
+    p_g = nnx.clone(params)
+    p_g["x"].value = 5 * y * out_g
+    return p_g, m2_g
+
+  f.defvjp(f_fwd, f_bwd)
+  graphdef, params, rest = nnx.split(Foo(), nnx.PathContains("x"), ...)
+  m2 = Foo()
+
+  def loss(params, m2):
+    out, m2_out = f(params, rest, m2)
+    return out + m2_out.x.value * m2_out.y.value
+
+  gp, gm2 = nnx.grad(loss, argnums=(0, 1), graph_updates=False)(params, m2)
+  assert isinstance(gp, nnx.State) and isinstance(gm2, Foo)
+  assert_trees_close(gp["x"].value, jnp.array(10.0))  # 5 * y * 1
+  assert_trees_close(gm2.x.value, jnp.array(2.0))  # d(x * y)/dx through the Module output

@@ -10,12 +10,14 @@ Two conventions, as flax: with graph updates (the default) ``bwd(*nondiff,
 res, (inputs_g, out_g))`` gets, per differentiable argument, a State of the
 cotangents of its state (or None) and returns States for Module arguments;
 without (``graph_updates=False`` or ``graph=False``) ``bwd(*nondiff, res,
-out_g)`` returns tangents of the arguments' own types (a Module for a Module).
+out_g[, updates_g])`` returns tangents of the arguments' own types (a Module
+for a Module).
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 
 import jax
@@ -25,6 +27,8 @@ from ..graph import _graph
 from ..graph._diff_state import DiffState
 from ..graph._filters import to_predicate
 from ..graph._graph_mode import resolve
+from ..graph._node_types import node_impl
+from ..graph._paths import object_at
 from ..graph._state import State
 from ..graph._tracing import current_trace
 from ..graph._variables import Variable
@@ -53,8 +57,9 @@ class CustomVjp:
     }
     if self.filters and not graph_updates:
       raise CustomVjpError(
-        "nnx.custom_vjp: DiffState in nondiff_argnums needs graph updates. Fix: drop"
-        " graph_updates=False, or select the differentiable state inside the function."
+        "nnx.custom_vjp: `nondiff_argnums` cannot contain `DiffState` objects when"
+        " graph=False or graph_updates=False. Fix: drop graph=False/graph_updates=False,"
+        " or split the state (nnx.split) and pass the differentiable part as its own argument."
       )
     self.fwd: Callable | None = None
     self.bwd: Callable | None = None
@@ -64,6 +69,10 @@ class CustomVjp:
     if symbolic_zeros:
       raise NotImplementedError("nnx.custom_vjp: symbolic_zeros is not supported.")
     self.fwd, self.bwd = fwd, bwd
+    params = inspect.signature(bwd).parameters
+    self.wants_updates_g = "updates_g" in params or any(
+      p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
+    )
 
   def __get__(self, obj, objtype=None):
     return self if obj is None else functools.partial(self, obj)
@@ -99,15 +108,16 @@ class _Call:
     self.diff = [i for i in range(n_args) if i not in cv.nondiff]
 
   def _run(self, fn: Callable, leaves, dyn):
-    out, updates = _lift.call_inner(
-      fn, self.graphdef, self.split, leaves, join_rest(self.spec, dyn)
+    # Without graph updates (flax's functional convention) only new Variable
+    # values come back; Modules returned are plain pytree outputs.
+    return _lift.call_inner(
+      fn,
+      self.graphdef,
+      self.split,
+      leaves,
+      join_rest(self.spec, dyn),
+      values_only=not self.cv.graph_updates,
     )
-    if updates.structure is not None and self.cv.graph_updates is False:
-      raise CustomVjpError(
-        "nnx.custom_vjp: the function changed the graph structure (new attributes or"
-        " Modules returned). Fix: return State (nnx.state) instead of Modules."
-      )
-    return out, updates
 
   def primal(self, leaves, dyn):
     return self._run(self.cv.fun, leaves, dyn)
@@ -135,7 +145,8 @@ class _Call:
     return pred is None or pred(self.w.paths[i][1:], self.w.slots[i])
 
   def _inputs_g(self, leaves, upd_g: _lift.Updates) -> tuple:
-    """Per differentiable argument: a State of the cotangents of its state."""
+    """Per differentiable argument: a State of the cotangents of its whole state
+    (as flax: a DiffState argument's tangent is then taken from its selected part)."""
     got = dict(zip(upd_g.index, upd_g.values)) if upd_g.structure is None else {}
     trace = current_trace()
     result: list = []
@@ -143,10 +154,28 @@ class _Call:
       if a not in self.split.positions:
         result.append(None)
         continue
-      idxs = [i for i, b in enumerate(self.arg_of) if b == a and self._diff_leaf(i)]
+      idxs = [i for i, b in enumerate(self.arg_of) if b == a]
       vals = [got.get(i, _zeros(leaves[i])) for i in idxs]
       result.append(grad_state(self.w, idxs, vals, trace))
     return tuple(result)
+
+  def _updates_g(self, upd_g: _lift.Updates) -> tuple:
+    """Per argument (functional convention): a copy of a Module argument whose
+    updated Variables hold their cotangents and whose other Variables are None;
+    None for other arguments."""
+    if self.w is None:
+      return (None,) * self.n_args
+    got = dict(zip(upd_g.index, upd_g.values))
+    n = len(self.w.paths)
+    nodes, _ = _lift.merge_inner(self.graphdef, [got.get(i) for i in range(n)])
+    for i, p in enumerate(self.w.paths):
+      if i not in got and len(p) > 1:
+        parent = object_at(nodes[p[0]], p[1:-1])
+        impl = node_impl(type(parent))
+        if impl is not None:
+          impl.set_key(parent, p[-1], None)
+    by_arg = dict(zip(self.split.positions, nodes))
+    return tuple(by_arg.get(a) for a in range(self.n_args))
 
   def backward(self, resid, g):
     res, leaves, dyn = resid
@@ -155,21 +184,29 @@ class _Call:
     nondiff = [args[i] for i in self.cv.nondiff]
     if self.cv.graph_updates:
       tangents = self.cv.bwd(*nondiff, res, (self._inputs_g(leaves, upd_g), out_g))  # type: ignore[misc]
+    elif self.cv.wants_updates_g:
+      tangents = self.cv.bwd(*nondiff, res, out_g, updates_g=self._updates_g(upd_g))  # type: ignore[misc]
     else:
       tangents = self.cv.bwd(*nondiff, res, out_g)  # type: ignore[misc]
-    return self._cotangents(tuple(tangents), leaves)
+    return self._cotangents(tuple(tangents), leaves, dyn)
 
-  def _cotangents(self, tangents: tuple, leaves) -> tuple:
+  def _cotangents(self, tangents: tuple, leaves, dyn) -> tuple:
     if len(tangents) != len(self.diff):
       raise CustomVjpError(
         f"nnx.custom_vjp: bwd returned {len(tangents)} tangents for {len(self.diff)}"
         " differentiable arguments. Fix: return one per argument not in nondiff_argnums."
       )
     leaf_ct: list = [None] * len(leaves)
-    rest_t: list = [None] * self.n_args
+    # Arguments without a tangent (non-differentiable, or None) get zeros.
+    rest = join_rest(self.spec, dyn)
+    nodes_at = set(self.split.positions)
+    rest_t: list = [
+      None if a in nodes_at else jax.tree.map(_zeros, rest[a]) for a in range(self.n_args)
+    ]
     for a, t in zip(self.diff, tangents):
       if a not in self.split.positions:
-        rest_t[a] = t
+        if t is not None:
+          rest_t[a] = t
       elif t is not None:
         for path, v in _tangent_items(t):
           i = self.index.get((a, path))
@@ -208,10 +245,16 @@ def custom_vjp(
   the function (or ``fwd``, when differentiating) are written back. With
   graph updates (the default), ``bwd(*nondiff, res, (inputs_g, out_g))``
   returns one tangent per differentiable argument, a State for a Module
-  argument; ``inputs_g`` holds, per differentiable argument, a State shaped
-  like the expected tangent (or None). With ``graph_updates=False`` (or
-  ``graph=False``), ``bwd(*nondiff, res, out_g)`` returns tangents of the
-  arguments' own types (a Module for a Module). A ``None`` tangent is zero.
+  argument; ``inputs_g`` holds, per differentiable argument, a State of the
+  cotangents of its whole state (or None); a DiffState argument's tangent is
+  then read from its selected part. With ``graph_updates=False`` (or
+  ``graph=False``; flax's functional convention), ``bwd(*nondiff, res, out_g)``
+  returns tangents of the arguments' own types (a Module for a Module); if
+  ``bwd`` has an ``updates_g`` parameter it also gets, per argument, a copy of
+  a Module argument whose Variables updated by the function hold their
+  cotangents and whose other Variables are None. In that convention only new
+  Variable values are written back (structural changes are dropped) and
+  Modules returned are plain pytree outputs. A ``None`` tangent is zero.
 
   Args:
     fun: the function.

@@ -237,20 +237,31 @@ def call_inner(
   *,
   before: Callable | None = None,
   after: Callable | None = None,
+  values_only: bool = False,
 ):
   """Rebuilds nodes, calls ``fn`` and collects updates: ``(out, updates)``.
 
   Optional hooks let a transform adjust the rebuilt graph: ``before(nodes)``
   runs before ``fn`` (e.g. to drop a mapped axis from sharding metadata) and
   ``out = after(nodes, out)`` runs after it, before updates are collected.
+  With ``values_only`` (flax's ``graph_updates=False``) only new values of the
+  Variables passed in are collected: structural changes are dropped, and
+  Modules in ``out`` are plain pytree data (no identity with the inputs).
   """
   nodes, objs = merge_inner(graphdef, leaves)
   if before is not None:
     before(nodes)
   args = join_args(split, rest, nodes)
+  w0 = _graph.walk_uncached(nodes) if values_only and graphdef is not None else None
   out = fn(*args)
   if after is not None:
     out = after(nodes, out)
+  if values_only:
+    if w0 is None:
+      return out, Updates(None, (), [])
+    new = w0.leaves()
+    changed = tuple(i for i, (a, b) in enumerate(zip(leaves, new)) if a is not b)
+    return out, Updates(None, changed, [new[i] for i in changed])
   return collect_updates(graphdef, leaves, nodes, objs, out)
 
 
