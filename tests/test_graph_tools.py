@@ -155,3 +155,14 @@ def test_call_with_item_access_leaves_the_input_unchanged():
   assert float(state["b"]["count"].value) == 0.0
   nodes = nnx.merge(graphdef2, state2)
   assert float(nodes["a"].count.value) == 0.0 and float(nodes["b"].count.value) == 1.0
+
+
+def test_state_equals_a_plain_mapping_with_the_same_items():
+  # as any Mapping (flax's State too): nested States compare against nested dicts
+  p = nnx.Param(jnp.ones(2))
+  state = nnx.State({"a": {"b": p}})
+  assert nnx.State({}) == {}
+  assert state == {"a": {"b": p}}
+  assert state != {"a": {"c": p}}
+  assert state != {"a": p}
+  assert (state == 3) is False

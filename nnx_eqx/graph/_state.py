@@ -78,9 +78,11 @@ class State(MutableMapping):
     self[key] = value
 
   def __eq__(self, other):
-    if not isinstance(other, State):
-      return NotImplemented
-    return self._mapping == other._mapping
+    if isinstance(other, State):
+      return self._mapping == other._mapping
+    if isinstance(other, Mapping):  # a plain dict compares by items, as any Mapping
+      return dict(self.items()) == dict(other.items())
+    return NotImplemented
 
   __hash__ = None  # type: ignore[assignment]
 
