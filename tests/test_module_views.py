@@ -82,11 +82,32 @@ def test_sequential_star_args_iteration_and_identity():
   seq = nnx.Sequential(lin, jax.nn.relu)
   assert len(jax.tree.leaves(seq)) == 2 and seq.layers[0] is lin
   assert seq(jnp.ones((1, 2))).shape == (1, 8)
-  assert nnx.Sequential([lin]).layers == [lin]
+  assert list(nnx.Sequential([lin]).layers) == [lin]
   empty = nnx.Sequential()
   assert empty(3) == 3 and empty(1, 2) == (1, 2) and empty() is None
   assert empty(k=2) == {"k": 2}
 
+
+
+def test_sequential_paths_spreading_rngs_and_errors():
+  seq = nnx.Sequential(nnx.Linear(2, 3, rngs=nnx.Rngs(0)), lambda x: (x, x), jnp.add)
+  paths = sorted(nnx.state(seq).flat_state())
+  assert paths == [("layers", 0, "bias"), ("layers", 0, "kernel")]
+  y = seq(jnp.ones((1, 2)))
+  assert_trees_close(y, 2 * seq.layers[0](jnp.ones((1, 2))))
+  as_kwargs = nnx.Sequential(lambda x: {"a": x, "b": 1}, lambda a, b: a + b)
+  assert as_kwargs(1) == 2
+  seen = []
+
+  def takes_rngs(x, rngs):
+    seen.append(rngs)
+    return x
+
+  rngs = nnx.Rngs(0)
+  assert nnx.Sequential(takes_rngs, abs)(-1, rngs=rngs) == 1 and seen == [rngs]
+  with pytest.raises(TypeError, match="layer 1 .*not callable"):
+    nnx.Sequential(abs, 3)(1)
+  assert len(seq[:1]) == 1 and seq[:1].layers[0] is seq.layers[0]
 
 def test_list_is_mutable_sequence_and_dict_setdefault():
   items = nnx.List([1, 2, 3, 4])

@@ -6,6 +6,7 @@ into ``nnx.List``/``nnx.Dict`` automatically, so in-place mutation is tracked.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, MutableSequence
 from typing import Any
 
@@ -129,28 +130,75 @@ def _identity(args: tuple, kwargs: dict):
   return kwargs if not args else (args, kwargs)
 
 
-class Sequential(Sequence):
-  """flax's ``nnx.Sequential(*layers)``: a callable chain of its arguments.
+class Sequential(Module):
+  """flax's ``nnx.Sequential(*layers)``: a Module applying its layers in order.
 
-  A single list or tuple argument is taken as the layers themselves
-  (``nnx.Sequential([a, b])`` is ``nnx.Sequential(a, b)``).
+  The layers live in ``self.layers`` (an :class:`nnx.List`), so their paths
+  are ``('layers', i, ...)`` as in flax.nnx 0.12. A single list or tuple
+  argument is taken as the layers themselves (``nnx.Sequential([a, b])`` is
+  ``nnx.Sequential(a, b)``). The first layer gets the call's arguments; each
+  later layer gets the previous output: a tuple spread as positional
+  arguments, a dict as keywords, anything else as one argument. ``rngs=`` is
+  passed to every layer whose signature takes ``rngs``. With no layers the
+  call is the identity (one argument back as is, several as a tuple, keywords
+  as a dict, nothing as ``None``).
+
+  Raises:
+    TypeError: when a layer is not callable (names its index).
 
   Example:
     >>> import jax, jax.numpy as jnp, nnx_eqx as nnx
     >>> seq = nnx.Sequential(nnx.Linear(2, 4, rngs=nnx.Rngs(0)), jax.nn.relu)
     >>> seq(jnp.ones((3, 2))).shape, len(jax.tree.leaves(seq))
     ((3, 4), 2)
+    >>> sorted(nnx.state(seq).flat_state())[0]
+    ('layers', 0, 'bias')
   """
 
   def __init__(self, *layers: Any):
     if len(layers) == 1 and type(layers[0]) in (list, tuple):
       layers = tuple(layers[0])
-    super().__init__(layers)
+    self.layers = List(layers)
 
-  @property
-  def layers(self) -> list[Any]:
-    """The layers, in call order (a plain list; the Sequential owns them)."""
-    return list(self)
+  def __len__(self) -> int:
+    return len(self.layers)
+
+  def __iter__(self) -> Iterator[Any]:
+    return iter(self.layers)
+
+  def __getitem__(self, i):
+    out = self.layers[i]
+    return type(self)(*out) if isinstance(i, slice) else out
+
+  def __call__(self, *args, rngs: Any = None, **kwargs):
+    if len(self.layers) == 0:
+      return _identity(args, kwargs)
+    out: Any = None
+    for i, layer in enumerate(self.layers):
+      if not callable(layer):
+        raise TypeError(
+          f"Sequential layer {i} ({type(layer).__name__}) is not callable."
+          " Fix: pass only callables (Modules or functions) to nnx.Sequential."
+        )
+      if i > 0:
+        if isinstance(out, tuple):
+          args, kwargs = out, {}
+        elif isinstance(out, dict):
+          args, kwargs = (), dict(out)
+        else:
+          args, kwargs = (out,), {}
+      if rngs is not None and _takes_rngs(layer):
+        kwargs = {**kwargs, "rngs": rngs}
+      out = layer(*args, **kwargs)
+    return out
+
+
+def _takes_rngs(fn) -> bool:
+  try:
+    params = inspect.signature(fn).parameters
+  except (TypeError, ValueError):
+    return False
+  return "rngs" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
 def _list_children(obj) -> list:
