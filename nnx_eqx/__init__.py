@@ -166,7 +166,9 @@ from .transforms import AxisSizeError as AxisSizeError
 from .transforms import AxisSpecError as AxisSpecError
 from .transforms import BroadcastUpdateError as BroadcastUpdateError
 from .transforms import Carry as Carry
+from .transforms import CarryIdentityError as CarryIdentityError
 from .transforms import CarryMismatchError as CarryMismatchError
+from .transforms import InconsistentAliasingError as InconsistentAliasingError
 from .transforms import KeywordArgumentError as KeywordArgumentError
 from .transforms import LiftedStructureError as LiftedStructureError
 from .legacy import Remat as Remat

@@ -188,3 +188,14 @@ def test_merge_reads_states_of_any_split_and_reports_mismatches():
   extra = nnx.State.from_flat_path({("nope",): nnx.Param(jnp.ones(1))})
   with pytest.raises(nnx.StateMismatchError, match="unexpected paths: nope"):
     nnx.merge(graphdef, params, rest, extra)
+
+
+def test_clone_arrays_copies_buffers_and_keeps_values_and_sharing():
+  m = nnx.Linear(4, 2, rngs=nnx.Rngs(0))
+  m.tied = m.kernel
+  same, fresh = nnx.clone(m), nnx.clone(m, arrays=True)
+  assert same.kernel[...] is m.kernel[...]
+  assert fresh.kernel[...] is not m.kernel[...] and fresh.tied is fresh.kernel
+  assert (fresh.kernel[...] == m.kernel[...]).all()
+  state = nnx.clone(nnx.state(m), arrays=True)
+  assert state["kernel"][...] is not m.kernel[...]

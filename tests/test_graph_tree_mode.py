@@ -37,7 +37,8 @@ def test_tree_mode_rejects_a_shared_variable_naming_both_paths(call):
 
 
 def test_tree_mode_rejects_a_cycle():
-  with pytest.raises(ValueError, match=r"List object is found at paths <root> and 1/1 \(a ref"):
+  msg = r"Duplicate List: the same object is found at paths <root> and 1/1 \(a ref"
+  with pytest.raises(ValueError, match=msg):
     list(nnx.iter_graph(_cycle(), graph=False))
 
 
@@ -181,6 +182,7 @@ def test_iter_graph_is_post_order_with_nodes_once_and_arrays_at_every_path():
 
 def test_tree_mode_rejects_a_shared_jax_ref_in_a_plain_container():
   ref = jax.new_ref(jnp.array(1.0))
-  with pytest.raises(nnx.SharedReferenceError, match=r"same Ref object is found at paths 0 and 1"):
+  msg = r"Duplicate Ref: the same object is found at paths 0 and 1"
+  with pytest.raises(nnx.SharedReferenceError, match=msg):
     nnx.split([ref, ref], graph=False)
   nnx.split([ref, ref])  # graph mode accepts it

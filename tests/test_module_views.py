@@ -88,7 +88,6 @@ def test_sequential_star_args_iteration_and_identity():
   assert empty(k=2) == {"k": 2}
 
 
-
 def test_sequential_paths_spreading_rngs_and_errors():
   seq = nnx.Sequential(nnx.Linear(2, 3, rngs=nnx.Rngs(0)), lambda x: (x, x), jnp.add)
   paths = sorted(nnx.state(seq).flat_state())
@@ -108,6 +107,7 @@ def test_sequential_paths_spreading_rngs_and_errors():
   with pytest.raises(TypeError, match="layer 1 .*not callable"):
     nnx.Sequential(abs, 3)(1)
   assert len(seq[:1]) == 1 and seq[:1].layers[0] is seq.layers[0]
+
 
 def test_list_is_mutable_sequence_and_dict_setdefault():
   items = nnx.List([1, 2, 3, 4])

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ._filters import Filter, to_predicate
-from ._node_types import MAP, NODE, REF, SEQ, VAR
+from ._node_types import MAP, NODE, REF, SEQ, VAR, node_impl
+from ._variables import Variable
 from ._walk import walk
 
 
@@ -57,3 +58,73 @@ def find_duplicates(node: Any, /, *, only: Filter = ...) -> list[list[tuple]]:
     if len(kept) > 1:
       dups.append(kept)
   return dups
+
+
+def shared_variable_paths(defn: tuple) -> dict[int, list[tuple]]:
+  """Node index -> every path of each Variable reachable by more than one path.
+
+  Paths through shared Modules count: a Variable inside a Module reached at
+  ``a`` and ``b`` has paths ``a/...`` and ``b/...``. ``defn`` is a GraphDef's
+  definition; the result is empty (cheaply) when nothing is shared.
+  """
+  occ = _occurrences(defn)
+  if all(len(p) < 2 for p in occ.values()):
+    return {}
+  defs: dict[int, tuple] = {}
+  stack = [defn]
+  while stack:
+    d = stack.pop()
+    if d[0] in (NODE, VAR):
+      defs[d[2]] = d
+    if d[0] == NODE:
+      stack.extend(sub for _, sub in d[3])
+    elif d[0] == SEQ:
+      stack.extend(d[2])
+    elif d[0] == MAP:
+      stack.extend(sub for _, sub in d[2])
+  found: dict[int, list[tuple]] = {}
+  active: set[int] = set()
+
+  def visit(d: tuple, path: tuple) -> None:
+    tag = d[0]
+    if tag == REF:
+      d = defs[d[1]]
+      tag = d[0]
+    if tag == VAR:
+      found.setdefault(d[2], []).append(path)
+    elif tag == NODE and d[2] not in active:  # (a cycle ends at the repeated node)
+      active.add(d[2])
+      for k, sub in d[3]:
+        visit(sub, (*path, k))
+      active.discard(d[2])
+    elif tag == SEQ:
+      for j, sub in enumerate(d[2]):
+        visit(sub, (*path, j))
+    elif tag == MAP:
+      for k, sub in d[2]:
+        visit(sub, (*path, k))
+
+  visit(defn, ())
+  return {i: p for i, p in found.items() if len(p) > 1}
+
+
+def variable_paths(root: Any) -> list[tuple[tuple, Any]]:
+  """``(path, Variable)`` for every path from ``root`` to a Variable, repeats
+  included (through shared Modules too; a cycle is followed once)."""
+  out: list[tuple[tuple, Any]] = []
+  active: set[int] = set()
+
+  def visit(x: Any, path: tuple) -> None:
+    if isinstance(x, Variable):
+      out.append((path, x))
+      return
+    impl = node_impl(type(x))
+    if impl is None or id(x) in active:
+      return
+    active.add(id(x))
+    for k, v in impl.children(x):
+      visit(v, (*path, k))
+    active.discard(id(x))
+
+  visit(root, ())
+  return out

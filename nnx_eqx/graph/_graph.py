@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from . import _graphdef, _pytree_flags, _version
@@ -491,8 +492,12 @@ def pop(node: Any, *filters: Filter, graph: bool = True) -> Any:
   return states[0] if len(filters) == 1 else states
 
 
-def clone(node: Any, *, graph: bool = True) -> Any:
+def clone(node: Any, *, graph: bool = True, arrays: bool = False) -> Any:
   """A deep copy of the graph with the same sharing (``merge(*split(node))``).
+
+  By default the copy's Variables hold the same (immutable) JAX arrays as the
+  originals; with ``arrays=True`` every array is copied to a new buffer (as
+  flax.nnx), e.g. so one of the two can be donated.
 
   Raises:
     SharedReferenceError: with ``graph=False``, if an object is found at two paths.
@@ -505,7 +510,22 @@ def clone(node: Any, *, graph: bool = True) -> Any:
     True
   """
   w = _walk_for(node, graph, "clone")
-  return unflatten(w.graphdef, [s.copy() if isinstance(s, Variable) else s._value for s in w.slots])
+  leaves = [s.copy() if isinstance(s, Variable) else s._value for s in w.slots]
+  if arrays:
+    leaves = [copy_arrays(x) for x in leaves]
+  return unflatten(w.graphdef, leaves)
+
+
+def copy_arrays(x: Any) -> Any:
+  """``x`` (a Variable copy or a value) with its JAX arrays in new buffers."""
+
+  def copy(a: Any) -> Any:
+    return jnp.array(a, copy=True) if isinstance(a, jax.Array) else a
+
+  if isinstance(x, Variable):
+    x.__dict__["_value"] = jax.tree.map(copy, x.__dict__["_value"])
+    return x
+  return jax.tree.map(copy, x)
 
 
 def iter_graph(node: Any, *, graph: bool = True) -> Iterator[tuple[tuple, Any]]:

@@ -15,6 +15,8 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ._tree_mode import TreeChecked, check_call_args
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 _VALUES: dict[str, bool] = {"graph": True, "graph_updates": True}
@@ -117,15 +119,20 @@ def resolve(graph: bool | None, graph_updates: bool | None = None) -> tuple[bool
   )
 
 
-def accepts_graph_keywords(fn: F) -> F:
+def accepts_graph_keywords(fn: F, tree_check: str | None = None) -> F:
   """Wraps a function so it accepts ``graph=``/``graph_updates=``.
 
   A function with both parameters of its own is returned as is; one with a
   ``graph`` parameter of its own (the graph API: ``split``,
   ``state``, ``clone``, ...) receives the resolved mode, so that tree mode can
   reject shared references; for the others (lifted transforms) the keywords
-  are accepted and ignored: nnx_eqx keeps sharing in every mode, so they do
-  not change the result for graphs without shared references.
+  are accepted: nnx_eqx keeps sharing in every mode, so they do not change the
+  result for graphs without shared references, and in tree mode the graph
+  nodes among the arguments may not share objects (flax.nnx's "Duplicate
+  Param"): ``tree_check="callable"`` checks the arguments of each call of the
+  transformed function ``fn`` returns (and ``fn``'s own arguments after the
+  first, as ``jit_partial``'s), ``tree_check="call"`` checks ``fn``'s
+  arguments (a transform that runs at once, as ``cond``).
   """
   params = inspect.signature(fn).parameters
   if "graph_updates" in params:  # the function resolves both keywords itself
@@ -137,9 +144,26 @@ def accepts_graph_keywords(fn: F) -> F:
       return fn(*args, graph=_VALUES["graph"] if graph is None else graph, **kw)
 
     return graph_wrapper  # type: ignore[return-value]
+  first = next(iter(params), None)
+  name = fn.__name__
 
   @functools.wraps(fn)
   def wrapper(*args, graph: bool | None = None, graph_updates: bool | None = None, **kwargs):
-    return fn(*args, **kwargs)
+    tree = tree_check is not None and not (_VALUES["graph"] if graph is None else graph)
+    if tree and tree_check == "call":
+      check_call_args(args, kwargs, name)
+    out = fn(*args, **kwargs)
+    if not tree or tree_check == "call":
+      return out
+    if not args and first not in kwargs:  # a decorator: check what it makes
+      return lambda f: _tree_checked(out(f), name, ())
+    return _tree_checked(out, name, args[1:])
 
   return wrapper  # type: ignore[return-value]
+
+
+def _tree_checked(transformed: Any, name: str, bound_args: tuple) -> Any:
+  """Tree mode for a lifted transform: the node arguments (bound ones, as
+  ``jit_partial``'s, now; call arguments at each call) may not share objects."""
+  check_call_args(bound_args, {}, name)
+  return TreeChecked(transformed, name)

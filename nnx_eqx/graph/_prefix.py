@@ -14,18 +14,21 @@ arguments are a reference with an empty State after their first occurrence.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
 
 from . import _graph_mode
+from ._duplicates import variable_paths
 from ._errors import FilterError, GraphStructureError
 from ._filters import Filter, to_predicate
 from ._graphdef import GraphDef
 from ._node_types import LEAF, MAP, NODE, REF, SEQ, VAR, is_node
 from ._state import State
 from ._tree_mode import check_tree_mode
+from ._variables import Variable
 from ._walk import WalkSeed, unflatten, walk, walk_uncached
 
 
@@ -45,11 +48,14 @@ class TreeState:
     ('TreeState', 0)
   """
 
-  __slots__ = ("graphdef", "state")
+  __slots__ = ("graphdef", "state", "aliases")
 
-  def __init__(self, graphdef: GraphDef | None, state: Any):
+  def __init__(self, graphdef: GraphDef | None, state: Any, aliases: dict | None = None):
     self.graphdef = graphdef
     self.state = state
+    # path -> prefix of each Variable path met again (not in ``state``), so a
+    # transform can check every path to a shared Variable gets one prefix.
+    self.aliases = aliases or {}
 
   def __repr__(self) -> str:
     return f"TreeState(graphdef={self.graphdef!r}, state={self.state!r})"
@@ -61,6 +67,22 @@ jax.tree_util.register_pytree_with_keys(
   lambda graphdef, children: TreeState(graphdef, *children),
   lambda t: ((t.state,), t.graphdef),
 )
+
+
+# id(tree-mode prefix copy) -> its (path, value) entries, while the copy lives.
+_TREE_PREFIXES: dict[int, list] = {}
+
+
+def _remember(copy: Any, entries: list) -> None:
+  key = id(copy)
+  _TREE_PREFIXES[key] = entries
+  weakref.finalize(copy, _TREE_PREFIXES.pop, key, None)
+
+
+def tree_prefix_entries(obj: Any) -> list | None:
+  """The ``(path, value)`` entries of a graph node made by :func:`prefix` in
+  tree mode (its leaves are the prefix values), or None for any other node."""
+  return _TREE_PREFIXES.get(id(obj))
 
 
 def without_variables(graphdef: GraphDef) -> GraphDef:
@@ -168,15 +190,19 @@ def prefix(
 
   def on_leaf(jax_path: tuple, x: Any) -> Any:
     path = _nnx_path(jax_path)
-    if not is_node(x):
+    if not is_node(x) or isinstance(x, Variable):  # a Variable's prefix is its value
       return fn(path, x)
     if graph:
       w = walk_uncached(x, leaf_root=True, seed=seed)
       values = [fn(path + p, leaf) for p, leaf in zip(w.paths, w.leaf_objects())]
-      return TreeState(w.graphdef, State.from_flat_path(zip(w.paths, values)))
+      first = set(w.paths)
+      aliases = {p: fn(path + p, v) for p, v in variable_paths(x) if p not in first}
+      return TreeState(w.graphdef, State.from_flat_path(zip(w.paths, values)), aliases)
     w = walk(x, leaf_root=True)
     check_tree_mode(w, "prefix")
     values = [fn(path + p, leaf) for p, leaf in zip(w.paths, w.leaf_objects())]
-    return unflatten(without_variables(w.graphdef), values)
+    copy = unflatten(without_variables(w.graphdef), values)
+    _remember(copy, list(zip(w.paths, values)))
+    return copy
 
   return jax.tree_util.tree_map_with_path(on_leaf, node, is_leaf=is_node)

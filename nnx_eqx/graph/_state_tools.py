@@ -7,18 +7,20 @@ from typing import Any
 
 from ._errors import StateMismatchError
 from ._filters import Filter
+from ._flat_state import FlatState
 from ._state import State
 from ._variables import Variable
 
 
-def to_flat_state(state: State | dict) -> list[tuple[tuple, Any]]:
+def to_flat_state(state: State | dict) -> FlatState:
   """The ``(path, leaf)`` pairs of a State, in its traversal order.
 
   Args:
     state: a State (or a nested dict, wrapped into one).
 
   Returns:
-    A list of ``(path_tuple, leaf)``; ``len`` is the number of leaves.
+    A :class:`FlatState`: a sequence of ``(path_tuple, leaf)`` (``len`` is the
+    number of leaves) with ``.paths`` and ``.leaves``.
 
   Raises:
     TypeError: if ``state`` is neither a State nor a dict.
@@ -33,7 +35,7 @@ def to_flat_state(state: State | dict) -> list[tuple[tuple, Any]]:
     state = State(state)
   if not isinstance(state, State):
     raise TypeError(f"to_flat_state expects a State, got {type(state).__name__}.")
-  return list(state.flat_state().items())
+  return FlatState(state.flat_state().items())
 
 
 def from_flat_state(flat: Any) -> State:

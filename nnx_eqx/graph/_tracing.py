@@ -12,16 +12,18 @@ def current_trace():
   return _get_state(convention="flax")
 
 
-def check_trace(owner_trace, what: str) -> None:
+def check_trace(owner_trace, what: str, detail: str = "") -> None:
   """Raises ``TraceContextError`` if ``owner_trace`` is not the current trace.
 
   Args:
     owner_trace: the token recorded when the object was created.
-    what: a description of the object for the message, e.g. ``"Param at 'w'"``.
+    what: the object for the message, e.g. ``"'Dict'"``.
+    detail: what was being changed, e.g. ``"attribute 'a'"`` (optional).
   """
   if owner_trace != _get_state(convention="flax"):
     raise TraceContextError(
-      f"Cannot mutate {what} from a different trace level: it was created in a"
+      f"Cannot mutate {what} from different trace level{f' ({detail})' if detail else ''}:"
+      " it was created in a"
       " different JAX trace than the current one (for example outside a `jax.jit`, `jax.grad` or"
       " `jax.lax.scan` that is now tracing). Fix: use the lifted transforms"
       " (`nnx.jit`, `nnx.grad`, `nnx.scan`, ...) which propagate updates, or"

@@ -8,12 +8,14 @@ an error naming both paths.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 
 from ._errors import SharedReferenceError
-from ._node_types import STATIC
+from ._node_types import STATIC, node_impl
 from ._variables import Variable
-from ._walk import Walk
+from ._walk import Walk, walk
 
 
 def _fmt(path: tuple) -> str:
@@ -22,7 +24,7 @@ def _fmt(path: tuple) -> str:
 
 def _raise(fn_name: str, kind: str, first: tuple, second: tuple, what: str) -> None:
   raise SharedReferenceError(
-    f"nnx.{fn_name}(graph=False): the same {kind} object is found at paths"
+    f"nnx.{fn_name}(graph=False): Duplicate {kind}: the same object is found at paths"
     f" {_fmt(first)} and {_fmt(second)} ({what}). Tree mode does not support shared"
     " references or cycles: it treats the graph as a plain pytree. Fix: use graph mode"
     f" (`nnx.{fn_name}(..., graph=True)`, or outside `nnx.set_graph_mode(False)`), or"
@@ -63,6 +65,57 @@ def check_tree_mode(w: Walk, fn_name: str) -> None:
     check_shared_refs(w, fn_name)
     return
   first, second, obj = w.shared
-  kind = "Variable" if isinstance(obj, Variable) else type(obj).__name__
   cycle = second[: len(first)] == first
-  _raise(fn_name, kind, first, second, "a reference cycle" if cycle else "a shared reference")
+  what = "a reference cycle" if cycle else "a shared reference"
+  if not cycle and not isinstance(obj, Variable):
+    inner = walk(obj, leaf_root=True)
+    at = next((p for s, p in zip(inner.slots, inner.paths) if isinstance(s, Variable)), None)
+    if at is not None:  # name the duplicated pytree leaf, as a pytree flatten would
+      var = inner.slots[inner.paths.index(at)]
+      what = f"inside the {type(obj).__name__} found at both paths"
+      first, second, obj = (*first, *at), (*second, *at), var
+  _raise(fn_name, type(obj).__name__, first, second, what)
+
+
+def check_call_args(args: tuple, kwargs: dict, fn_name: str) -> None:
+  """Raises if the graph nodes passed to a tree-mode transform share an object.
+
+  Every Module and Variable among ``args`` and ``kwargs`` (nested in tuples,
+  lists and dicts too) is walked as one graph, so the same Variable passed
+  twice is found as in flax.nnx's tree mode ("Duplicate Param").
+
+  Raises:
+    SharedReferenceError: naming both paths (argument index first).
+  """
+
+  def is_node(x) -> bool:
+    return isinstance(x, Variable) or node_impl(type(x)) is not None
+
+  nodes = [x for x in jax.tree.leaves((list(args), kwargs), is_leaf=is_node) if is_node(x)]
+  if len(nodes) > 1 or (nodes and not isinstance(nodes[0], Variable)):
+    check_tree_mode(walk((args, kwargs) if kwargs else args, leaf_root=True), fn_name)
+
+
+class TreeChecked:
+  """A transformed function that checks its node arguments for tree mode
+  (:func:`check_call_args`) before each call; other attributes (``lower``,
+  ``eval_shape``, ...) are those of the transformed function."""
+
+  def __init__(self, fn, fn_name: str):
+    self._fn, self._fn_name = fn, fn_name
+    self.__wrapped__ = fn
+    self.__doc__ = getattr(fn, "__doc__", None)
+
+  def __call__(self, *args, **kwargs):
+    check_call_args(args, kwargs, self._fn_name)
+    return self._fn(*args, **kwargs)
+
+  def __getattr__(self, name: str):
+    return getattr(self.__dict__["_fn"], name)
+
+  def __get__(self, instance, owner=None):
+    if instance is None:
+      return self
+    get = getattr(type(self._fn), "__get__", None)
+    bound = get(self._fn, instance, owner) if get else functools.partial(self._fn, instance)
+    return TreeChecked(bound, self._fn_name)

@@ -301,7 +301,7 @@ class Pytree:
     if name.startswith("_nnx_"):
       d[name] = value
       return
-    check_trace(d["_nnx_trace"], f"attribute {name!r} of {type(self).__name__}")
+    check_trace(d["_nnx_trace"], f"'{type(self).__name__}'", f"attribute {name!r}")
     value, marked = unwrap_marker(value)
     marks = d.get("_nnx_marks")
     kind = marked if marked is not None else (marks or {}).get(name, self._nnx_fields.get(name))
@@ -328,7 +328,7 @@ class Pytree:
 
   def __delattr__(self, name: str) -> None:
     d = self.__dict__
-    check_trace(d["_nnx_trace"], f"attribute {name!r} of {type(self).__name__}")
+    check_trace(d["_nnx_trace"], f"'{type(self).__name__}'", f"attribute {name!r}")
     if d.get("_nnx_in_graph"):
       _version.bump()
     marks = d.get("_nnx_marks")

@@ -16,7 +16,9 @@ from ._errors import AxisSizeError as AxisSizeError
 from ._errors import AxisSpecError as AxisSpecError
 from ._errors import BoundMethodError as BoundMethodError
 from ._errors import BroadcastUpdateError as BroadcastUpdateError
+from ._errors import CarryIdentityError as CarryIdentityError
 from ._errors import CarryMismatchError as CarryMismatchError
+from ._errors import InconsistentAliasingError as InconsistentAliasingError
 from ._errors import LiftedStructureError as LiftedStructureError
 from ._errors import ScanLengthError as ScanLengthError
 from ._errors import UnsupportedModeError as UnsupportedModeError
@@ -25,7 +27,6 @@ from ._jit import CompiledStructureError as CompiledStructureError
 from ._jit import jit as jit
 from ._jit import jit_partial as jit_partial
 from ._pmap import pmap as pmap
-from ._prefix import prefix as prefix
 from ._remat import remat as remat
 from ._staging import checkify as checkify
 from ._staging import make_jaxpr as make_jaxpr

@@ -9,12 +9,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..graph._duplicates import shared_variable_paths
 from ..graph._filters import Filter, to_predicate
 from ..graph._graph_mode import resolve
 from ..graph._state import State
 from ..graph._tracing import current_trace
 from ..graph._variables import Param, Variable, new_variable
 from . import _lift
+from ._axes import aliasing_error
+from ._errors import fmt_path
 
 
 def grad_state(w, idxs: list[int], grads: list, trace) -> State | Variable:
@@ -78,6 +81,8 @@ def _value_and_grad(
         for i, (p, o, a) in enumerate(zip(w.paths, objs, arg_of))
         if selected(p, o, a, w.refs[p[0]])
       ]
+      if functional:
+        _check_aliasing(w, split, selected, name)
     diff_set = set(diff_idx)
     other_idx = [i for i in range(len(leaves)) if i not in diff_set]
     array_argnums = [a for a in argnums_t if a not in node_args]
@@ -117,6 +122,21 @@ def _value_and_grad(
     return ((value, aux) if has_aux else value), grads
 
   return wrapper
+
+
+def _check_aliasing(w, split, selected: Callable, name: str) -> None:
+  """Raises if one Variable is differentiated along one path and not another
+  (e.g. passed both as a differentiated and a non-differentiated argument)."""
+  for i, paths in shared_variable_paths(w.graphdef.defn).items():
+    var = w.nodes[i]
+    got = [selected(p, var, split.arg_of_node[p[0]], w.refs[p[0]]) for p in paths]
+    if any(g != got[0] for g in got[1:]):
+      lines = [
+        f"argument {split.arg_of_node[p[0]]}, state {fmt_path(p[1:])}:"
+        f" {'differentiated' if g else 'not differentiated'}"
+        for p, g in zip(paths, got)
+      ]
+      raise aliasing_error(name, "argnums/wrt", var, lines)
 
 
 def _grad_states(w, by_leaf: dict) -> list:

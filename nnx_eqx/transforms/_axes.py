@@ -14,11 +14,15 @@ from typing import Any
 
 import jax
 
+from ..graph._diff_state import DiffState
+from ..graph._duplicates import shared_variable_paths
 from ..graph._filters import Filter, filter_name, to_predicate
 from ..graph._node_types import is_node
+from ..graph._prefix import TreeState, tree_prefix_entries
 from ..graph._state import State
+from ..graph._variables import Variable
 from . import _lift
-from ._errors import AxisSpecError, fmt_path
+from ._errors import AxisSpecError, InconsistentAliasingError, fmt_path
 
 
 class Carry:
@@ -141,12 +145,62 @@ class AtPath:
     return f"AtPath({fmt_path(self.path)!r})"
 
 
+class PathAxes(StateAxes):
+  """StateAxes with one exact path per leaf, looked up in a dict: what a
+  prefix made by :func:`nnx.prefix` turns into."""
+
+  __slots__ = ("_by_path",)
+
+  def __init__(self, entries: Iterable[tuple[tuple, Any]], /):
+    entries = [(tuple(p), a) for p, a in entries]
+    super().__init__([(AtPath(p), a) for p, a in entries])
+    self._by_path = dict(entries)
+
+  def axis_for(self, path: tuple, leaf: Any, where: str) -> Any:
+    try:
+      return self._by_path[tuple(path)]
+    except KeyError:
+      return super().axis_for(path, leaf, where)
+
+
+def node_spec(spec: Any) -> Any:
+  """``spec`` as the transforms read it: a :class:`TreeState` (graph-mode
+  :func:`nnx.prefix`) or a graph node made by tree-mode ``nnx.prefix`` becomes
+  a :class:`PathAxes`; other values are returned as they are.
+
+  Raises:
+    AxisSpecError: for a Variable, or a graph node not made by ``nnx.prefix``.
+  """
+  if isinstance(spec, TreeState):
+    flat = spec.state.flat_state() if isinstance(spec.state, State) else {(): spec.state}
+    return PathAxes([*flat.items(), *spec.aliases.items()])
+  if isinstance(spec, Variable):
+    raise AxisSpecError(
+      f"Variables prefixes are not supported (got {type(spec).__name__} as a prefix)."
+      " Fix: use its axis (an int or None), or nnx.prefix(...) of the arguments."
+    )
+  if is_node(spec):
+    entries = tree_prefix_entries(spec)
+    if entries is None:
+      raise AxisSpecError(
+        f"Graph nodes are not allowed as prefixes (got a {type(spec).__name__})."
+        " Fix: use an int or None, nnx.StateAxes({filter: axis}), or nnx.prefix(node, ...)."
+      )
+    return PathAxes(entries)
+  return spec
+
+
 def _axis_name(a) -> str:
   return "Carry" if a is Carry else repr(a)
 
 
 def is_axis_leaf(x) -> bool:
-  return x is None or x is Carry or isinstance(x, (int, StateAxes))
+  return (
+    x is None
+    or x is Carry
+    or isinstance(x, (int, StateAxes, TreeState, Variable))
+    or (is_node(x) and not isinstance(x, (tuple, list, dict)))
+  )
 
 
 class NodeMarker:
@@ -174,7 +228,7 @@ def broadcast_prefix(prefix: Any, tree: Any, name: str, is_leaf=is_axis_leaf) ->
   specs: list = []
 
   def take(spec, sub):
-    specs.extend([spec] * _count_leaves(sub))
+    specs.extend([node_spec(spec)] * _count_leaves(sub))
 
   try:
     jax.tree_util.tree_map(take, prefix, tree, is_leaf=is_leaf)
@@ -222,6 +276,37 @@ def resolve(spec: Any, path: tuple, leaf: Any, where: str) -> Any:
   return spec
 
 
+def aliasing_error(transform: str, name: str, var: Any, lines: list[str]) -> Exception:
+  body = "\n".join(f"  {line}" for line in lines)
+  return InconsistentAliasingError(
+    f"{transform}: Inconsistent aliasing detected. The following nodes have different"
+    f" prefixes ({name}); one {type(var).__name__} is reached by all these paths:\n{body}\n"
+    "Fix: give every path to a shared object the same prefix (e.g. one nnx.StateAxes for"
+    " both), or pass it once."
+  )
+
+
+def check_aliasing(split, node_specs: list, w: Any, name: str, transform: str) -> None:
+  """Raises if a shared Variable of the walked arguments ``w`` gets different
+  prefixes (``node_specs``, one per node argument) along its paths.
+
+  Raises:
+    InconsistentAliasingError: listing each path with its prefix.
+  """
+  for i, paths in shared_variable_paths(w.graphdef.defn).items():
+    var = w.nodes[i]
+    got = [
+      resolve(node_specs[p[0]], p[1:], var, f"{name} of argument {split.arg_of_node[p[0]]}")
+      for p in paths
+    ]
+    if any(g != got[0] for g in got[1:]):
+      lines = [
+        f"argument {split.arg_of_node[p[0]]}, state {fmt_path(p[1:])}: {g!r}"
+        for p, g in zip(paths, got)
+      ]
+      raise aliasing_error(transform, name, var, lines)
+
+
 def leaf_axes(split, node_specs: list, paths, objs, name: str) -> list:
   """Per Module leaf (walk order), its resolved axis."""
   out = []
@@ -240,3 +325,33 @@ def check_no_carry(specs: Iterable, name: str, transform: str) -> None:
         f"{name} of {transform} contains nnx.Carry, which only nnx.scan supports."
         " Fix: use an int axis or None."
       )
+
+
+PREFIX_KEYWORDS = ("in_axes", "out_axes", "in_shardings", "out_shardings", "in_specs", "argnums")
+
+
+def check_prefix_keywords(kwargs: dict, graph: bool, transform: str) -> None:
+  """Checks the prefix arguments a transform is built with (``in_axes``,
+  ``in_shardings``, ``argnums``, ...), so a wrong one fails at once.
+
+  Raises:
+    AxisSpecError: for a Variable or an arbitrary graph node used as a prefix,
+      and in tree mode (``graph=False``) for StateAxes, StateSharding or
+      DiffState (which describe a graph's state: use ``nnx.prefix``).
+  """
+  for name in PREFIX_KEYWORDS:
+    if name not in kwargs:
+      continue
+    leaves = jax.tree_util.tree_leaves(
+      kwargs[name], is_leaf=lambda x: is_axis_leaf(x) or isinstance(x, DiffState)
+    )
+    for leaf in leaves:
+      described = isinstance(leaf, (StateAxes, DiffState)) and not isinstance(leaf, PathAxes)
+      if not graph and described:
+        raise AxisSpecError(
+          f"nnx.{transform}(graph=False): {name} cannot contain `{type(leaf).__name__}`"
+          " objects: tree mode reads prefixes as plain pytrees. Fix: use"
+          " nnx.prefix(node, {filter: value}, graph=False) for the argument, or graph mode."
+        )
+      if not isinstance(leaf, DiffState):
+        node_spec(leaf)

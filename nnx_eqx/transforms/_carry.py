@@ -15,8 +15,9 @@ from typing import Any
 import jax
 import numpy as np
 
+from ..graph._node_types import NODE, REF, SEQ, VAR
 from . import _lift
-from ._errors import CarryMismatchError
+from ._errors import CarryIdentityError, CarryMismatchError
 
 
 class Promote(Exception):
@@ -53,23 +54,44 @@ def mark_nodes(tree: Any, nodes: tuple, where: str) -> Any:
   """Replaces graph nodes in ``tree`` by ``NodeRef`` of their index in ``nodes``.
 
   Raises:
-    CarryMismatchError: a node in ``tree`` is not one of ``nodes``.
+    CarryIdentityError: a node in ``tree`` is not one of ``nodes``.
   """
-  index = {id(n): k for k, n in enumerate(nodes)}
+  index: dict[int, int] = {}
+  for k, n in enumerate(nodes):
+    index.setdefault(id(n), k)  # a node passed twice is known by its first place
 
   def mark(x):
     if not _lift._is_node_leaf(x):
       return x
     k = index.get(id(x))
     if k is None:
-      raise CarryMismatchError(
-        f"{where} holds a {type(x).__name__} that is not one of the Modules passed in."
-        " Fix: return the same Module objects that were passed as the carry (their"
-        " state is carried for you)."
+      raise CarryIdentityError(
+        f"{where} holds a {type(x).__name__} that is not one of the Modules passed in:"
+        " Carry references must be the same between iterations (scan Variable identity"
+        " must be preserved across iterations). Fix: return the same Module objects that"
+        " were passed as the carry, updated in place (their state is carried for you)."
       )
     return NodeRef(k)
 
   return jax.tree_util.tree_map(mark, tree, is_leaf=_lift._is_node_leaf)
+
+
+def first_places(graphdef: Any, n: int) -> list[int]:
+  """Per input node ``k`` (of ``n``), the first place the same object takes
+  among the inputs (``k`` itself unless the node was passed before)."""
+  d = graphdef.defn if graphdef is not None else None
+  if not d or d[0] != SEQ:
+    return list(range(n))
+  owner: dict[int, int] = {}
+  out = []
+  for j, sub in enumerate(d[2]):
+    if sub[0] == REF:
+      out.append(owner.get(sub[1], j))
+      continue
+    if sub[0] in (NODE, VAR):
+      owner[sub[2]] = j
+    out.append(j)
+  return out
 
 
 def fill_refs(tree: Any, nodes: tuple) -> Any:

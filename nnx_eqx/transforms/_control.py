@@ -15,7 +15,16 @@ import jax
 import jax.numpy as jnp
 
 from . import _lift
-from ._carry import NodeRef, Promote, check_same, check_tree, fill_refs, has_refs, mark_nodes
+from ._carry import (
+  NodeRef,
+  Promote,
+  check_same,
+  check_tree,
+  fill_refs,
+  first_places,
+  has_refs,
+  mark_nodes,
+)
 from ._dispatch import Dispatcher, join_rest
 from ._errors import LiftedStructureError
 
@@ -128,7 +137,8 @@ def _loop_pure(key, leaves, dyn):
   (name, fns, graphdef, split), spec = key
   bounds, rest = join_rest(spec, dyn)
   n_nodes = len(split.arg_of_node)
-  marked = _lift.join_args(split, rest, [NodeRef(k) for k in range(n_nodes)])[0]
+  refs = [NodeRef(k) for k in first_places(graphdef, n_nodes)]
+  marked = _lift.join_args(split, rest, refs)[0]
   us0, val_tree = jax.tree_util.tree_flatten(marked)
   us0 = [jnp.asarray(x) for x in us0]
   rest_tree = jax.tree_util.tree_structure(rest)

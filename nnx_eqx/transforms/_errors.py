@@ -32,6 +32,11 @@ class CarryMismatchError(NnxError, TypeError):
   """A scan/loop carry changed its structure, shape or dtype across a step."""
 
 
+class CarryIdentityError(CarryMismatchError, ValueError):
+  """A scan/loop body returned, as the carry, a Module or Variable other than
+  the one passed in (a new object instead of the same one updated)."""
+
+
 class BroadcastUpdateError(NnxError, ValueError):
   """State that is broadcast (axis ``None``) was updated with a value that
   depends on the mapped axis."""
@@ -50,6 +55,11 @@ class BoundMethodError(NnxError, ValueError):
 class UnsupportedModeError(NnxError, ValueError):
   """A transform was asked for a ``graph=``/``graph_updates=`` mode it cannot
   honour (e.g. ``nnx.make_jaxpr`` with graph updates)."""
+
+
+class InconsistentAliasingError(NnxError, ValueError):
+  """One object (a Variable shared by two Modules, or passed twice) is given
+  different prefixes (axes, shardings) by the paths that reach it."""
 
 
 def fmt_path(path: tuple) -> str:

@@ -9,17 +9,22 @@ engine's functions. ``nnx.split`` and friends are these wrappers.
 
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import Any
 
 import jax
 
 from ..graph import _graph
 from ..graph._diff_state import accepts_diff_state
-from ..graph._graph_mode import accepts_graph_keywords as _kw
+from ..graph._graph_mode import accepts_graph_keywords as _accepts_graph_keywords
+from ..graph._graph_mode import get_graph_mode
 from ..graph._graph_state import as_states, unbundle
+from ..graph._prefix import prefix as _graph_prefix
 from ..graph._variables import Variable
 from ._autodiff import grad as _grad
 from ._autodiff import value_and_grad as _value_and_grad
+from ._axes import PREFIX_KEYWORDS, check_prefix_keywords
 from ._control import cond as _cond
 from ._control import fori_loop as _fori_loop
 from ._control import switch as _switch
@@ -28,7 +33,6 @@ from ._eval_shape import eval_shape as _eval_shape
 from ._jit import jit as _jit
 from ._jit import jit_partial as _jit_partial
 from ._pmap import pmap as _pmap
-from ._prefix import prefix as _prefix
 from ._remat import remat as _remat
 from ._scan import scan as _scan
 from ._shard_map import shard_map as _shard_map
@@ -38,12 +42,35 @@ from ._vjp import vjp as _vjp
 from ._vmap import vmap as _vmap
 
 
-def _clone(node: Any, *, graph: bool = True) -> Any:
+def _kw(fn: Any, tree_check: str | None = None) -> Any:
+  """:func:`accepts_graph_keywords`, and the prefix arguments the transform is
+  built with checked for the mode (:func:`check_prefix_keywords`)."""
+  inner = _accepts_graph_keywords(fn, tree_check)
+  if not _takes_prefixes(fn):
+    return inner
+
+  @functools.wraps(inner)
+  def wrapper(*args: Any, **kwargs: Any) -> Any:
+    graph = kwargs.get("graph")
+    check_prefix_keywords(kwargs, get_graph_mode() if graph is None else graph, fn.__name__)
+    return inner(*args, **kwargs)
+
+  return wrapper
+
+
+def _takes_prefixes(fn: Any) -> bool:
+  params = inspect.signature(fn).parameters
+  return any(k in params for k in PREFIX_KEYWORDS)
+
+
+def _clone(node: Any, *, graph: bool = True, arrays: bool = False) -> Any:
   """``clone`` that also copies plain pytrees of Variables (e.g. States)."""
   if _graph.is_node(node) or isinstance(node, list | dict):
-    return _graph.clone(node, graph=graph)
+    return _graph.clone(node, graph=graph, arrays=arrays)
   return jax.tree.map(
-    lambda x: x.copy() if isinstance(x, Variable) else x,
+    lambda x: (
+      (_graph.copy_arrays(x.copy()) if arrays else x.copy()) if isinstance(x, Variable) else x
+    ),
     node,
     is_leaf=lambda x: isinstance(x, Variable),
   )
@@ -70,21 +97,21 @@ clone = _kw(_clone)
 variables = _kw(_graph.variables)
 iter_graph = _kw(_graph.iter_graph)
 iter_modules = _kw(_graph.iter_modules)
-jit = _kw(_jit)
-vmap = _kw(_vmap)
-scan = _kw(_scan)
+jit = _kw(_jit, "callable")
+vmap = _kw(_vmap, "callable")
+scan = _kw(_scan, "callable")
 grad = _kw(accepts_diff_state(_grad))
 value_and_grad = _kw(accepts_diff_state(_value_and_grad))
-remat = _kw(_remat)
-eval_shape = _kw(_eval_shape)
-cond = _kw(_cond)
-switch = _kw(_switch)
-fori_loop = _kw(_fori_loop)
-while_loop = _kw(_while_loop)
-vjp = _kw(_vjp)
-jvp = _kw(_jvp)
-jit_partial = _kw(_jit_partial)
-pmap = _kw(_pmap)
-shard_map = _kw(_shard_map)
-prefix = _kw(_prefix)
-checkify = _kw(_checkify)
+remat = _kw(_remat, "callable")
+eval_shape = _kw(_eval_shape, "call")
+cond = _kw(_cond, "call")
+switch = _kw(_switch, "call")
+fori_loop = _kw(_fori_loop, "call")
+while_loop = _kw(_while_loop, "call")
+vjp = _kw(_vjp, "call")
+jvp = _kw(_jvp, "call")
+jit_partial = _kw(_jit_partial, "callable")
+pmap = _kw(_pmap, "callable")
+shard_map = _kw(_shard_map, "callable")
+prefix = _kw(_graph_prefix)
+checkify = _kw(_checkify, "callable")

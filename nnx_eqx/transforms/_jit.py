@@ -272,13 +272,23 @@ def jit(
   if isinstance(donate_argnums, int):
     donate_argnums = (donate_argnums,)
 
-  if out_shardings is not None:
-    jit_kwargs = dict(jit_kwargs, out_shardings=(out_shardings, None))  # None: the updates
+  # Shardings of Module outputs become constraints inside the trace (jax.jit
+  # cannot take them); others go to jax.jit (None: the updates).
+  by_constraint = out_shardings is not None and _shardings.has_node_specs(out_shardings)
+  if out_shardings is not None and not by_constraint:
+    jit_kwargs = dict(jit_kwargs, out_shardings=(out_shardings, None))
 
   def wrap(f: Callable) -> JitWrapped:
     _lift.reject_bound_method(f, "nnx.jit")
     argnums = tuple(static_argnums) + _positions_of(f, static_argnames, static_argnums)
-    return JitWrapped(f, argnums, static_argnames, donate_argnums, jit_kwargs, in_shardings)
+    g = f
+    if by_constraint:
+
+      @functools.wraps(f)
+      def g(*args, **kwargs):
+        return _shardings.constrain_outputs(f(*args, **kwargs), out_shardings)
+
+    return JitWrapped(g, argnums, static_argnames, donate_argnums, jit_kwargs, in_shardings)
 
   return wrap if fn is None else wrap(fn)
 

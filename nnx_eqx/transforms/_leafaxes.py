@@ -17,10 +17,16 @@ import numpy as np
 
 from .. import spmd
 from ..graph import _graph
+from ..graph._duplicates import shared_variable_paths
 from ..graph._variables import Variable
 from . import _lift
-from ._axes import Carry, broadcast_prefix, resolve
-from ._errors import AxisRankError, AxisSizeError, AxisSpecError, fmt_path
+from ._axes import Carry, aliasing_error, broadcast_prefix, resolve
+from ._errors import (
+  AxisRankError,
+  AxisSizeError,
+  AxisSpecError,
+  fmt_path,
+)
 
 
 def describe_rest(rest: Any) -> list[str]:
@@ -151,6 +157,8 @@ class GraphAxes:
         self.out_leaf_axes.append(s)
     if not nodes and not out_nodes:
       return out
+    if out_nodes:
+      self._check_output_aliasing(nodes, out_nodes, out_node_specs)
     w = _graph.walk_uncached((nodes, tuple(out_nodes)))
     objs = w.leaf_objects()
     self.struct_paths = list(w.paths)
@@ -162,6 +170,27 @@ class GraphAxes:
     return out
 
   # -- helpers --------------------------------------------------------------
+  def _check_output_aliasing(self, nodes, out_nodes: list, out_node_specs: list) -> None:
+    """Raises if a Variable is returned with an out axis other than its in axis
+    (or returned twice with two out axes)."""
+    w = _graph.walk_uncached((tuple(nodes), tuple(out_nodes)))
+    for i, paths in shared_variable_paths(w.graphdef.defn).items():
+      var = w.nodes[i]
+      got = [(p, self._spec_along(p, var, out_node_specs)) for p in paths]
+      if any(a != got[0][1] for _, a in got[1:]):
+        lines = [f"{self._where(p)}: {a!r}" for p, a in got]
+        raise aliasing_error(self.transform, "in_axes/out_axes", var, lines)
+
+  def _spec_along(self, p: tuple, var: Any, out_node_specs: list) -> Any:
+    if p[0] == 0:
+      return resolve(self.node_specs[p[1]], p[2:], var, "in_axes")
+    return resolve(out_node_specs[p[1]], p[2:], var, "out_axes")
+
+  def _where(self, p: tuple) -> str:
+    if p[0] == 0:
+      return f"input argument {self.split.arg_of_node[p[1]]}, state {fmt_path(p[2:])}"
+    return f"output node {p[1]}, state {fmt_path(p[2:])}"
+
   def _axis(self, p: tuple, o: Any, out_node_specs: list) -> Any:
     if isinstance(o, Variable):
       i = self.id_to_leaf.get(id(o))

@@ -23,11 +23,20 @@ from .. import spmd
 from ..graph import _graph
 from ..graph._variables import Variable
 from . import _lift
-from ._axes import Carry, StateAxes, arg_specs, broadcast_prefix, is_axis_leaf, leaf_axes
+from ._axes import (
+  Carry,
+  StateAxes,
+  arg_specs,
+  broadcast_prefix,
+  check_aliasing,
+  is_axis_leaf,
+  leaf_axes,
+)
 from ._carry import NodeRef, Promote, check_same, check_tree, fill_refs, has_refs, mark_nodes
 from ._dispatch import Dispatcher, Lifted, join_rest, positional, rest_leaves
 from ._errors import AxisSpecError, LiftedStructureError, ScanLengthError
 from ._leafaxes import GraphAxes, check_axes, describe_rest, describe_state, norm_axis
+from ._node_outputs import NewNodes
 from ._seed_hooks import SEED_HOOKS
 
 NAME = "nnx.scan"
@@ -98,7 +107,9 @@ class _Plan:
     self.node_specs = node_specs
     objs = []
     if graphdef is not None:
-      objs = _graph.walk_uncached(_graph.unflatten(graphdef, leaves)).leaf_objects()
+      walked = _graph.walk_uncached(_graph.unflatten(graphdef, leaves))
+      check_aliasing(split, node_specs, walked, "in_axes", w.name)
+      objs = walked.leaf_objects()
     paths = graphdef.paths if graphdef is not None else ()
     self.state_axes = leaf_axes(split, node_specs, paths, objs, "in_axes")
     self.state_names = [describe_state(split, p) for p in paths]
@@ -204,6 +215,8 @@ class ScanWrapped(Lifted):
     ys = jax.tree_util.tree_unflatten(
       box["ys_tree"], [_from_front(y, a) for y, a in zip(ys_us, box["ys_axes"])]
     )
+    if box["new_nodes"] is not None:  # Modules created by the body, stacked
+      ys = box["new_nodes"].rebuild(ys)
     return self._join_out(plan, carry_out, ys), _lift.Updates(None, tuple(index), values)
 
   def _body(self, plan, leaves, rest_all, carry_idx, stk_idx, uc_idx, xs_idx, promoted, box, c, x):
@@ -272,6 +285,7 @@ class ScanWrapped(Lifted):
       carry_tree=carry_tree,
       ys_tree=ys_tree,
       ys_axes=ys_axes,
+      new_nodes=hooks.new_nodes,
     )
     return (st_out, us_out), ([changed[i] for i in ys_idx], ys_leaves)
 
@@ -280,7 +294,15 @@ class ScanWrapped(Lifted):
     marked = _lift.join_args(plan.split, rest_step, [NodeRef(k) for k in range(n)])
     if plan.in_carry is None:
       return None
-    return marked if plan.in_carry == "all" else marked[plan.in_carry]
+    if plan.in_carry == "all":  # the one argument is the carry (as flax.nnx)
+      if len(marked) != 1:
+        raise AxisSpecError(
+          f"{NAME}: When in_axes=Carry, the function must take exactly one argument (the"
+          f" carry), got {len(marked)}. Fix: pack the arguments into one tuple, or use"
+          " in_axes=(nnx.Carry, 0, ...) to scan over the others."
+        )
+      return marked[0]
+    return marked[plan.in_carry]
 
   def _join_out(self, plan, carry_out, ys):
     if plan.out_carry is None:
@@ -331,12 +353,10 @@ class _BodyHooks:
       ys = tuple(None if i == plan.out_carry else o for i, o in enumerate(out))
       self.ys_prefix = tuple(None if i == plan.out_carry else a for i, a in enumerate(oa))
     carry = mark_nodes(carry, tuple(nodes), "the carry returned by the scan body")
-    for x in jax.tree_util.tree_leaves(ys, is_leaf=_lift._is_node_leaf):
-      if _lift._is_node_leaf(x):
-        raise AxisSpecError(
-          f"{NAME}: the body returned a {type(x).__name__} as a stacked output. Fix: return"
-          " Modules only in the carry, or create stacked Modules with nnx.vmap."
-        )
+    self.new_nodes = None
+    if any(map(_lift._is_node_leaf, jax.tree_util.tree_leaves(ys, is_leaf=_lift._is_node_leaf))):
+      self.new_nodes = NewNodes(nodes, ys, self.ys_prefix, NAME)
+      ys, self.ys_prefix = self.new_nodes.ys, self.new_nodes.ys_prefix
     return carry, ys
 
 

@@ -13,8 +13,10 @@ from typing import Any
 
 import jax
 
+from ..graph._duplicates import variable_paths
+from ..graph._node_types import is_node
 from . import _lift
-from ._axes import StateAxes
+from ._axes import StateAxes, broadcast_prefix, check_aliasing, is_axis_leaf, node_spec
 
 
 class StateSharding(StateAxes):
@@ -55,8 +57,8 @@ class StateSharding(StateAxes):
 def per_argument(in_shardings: Any, n_args: int) -> list:
   """One sharding entry per positional argument (a single value applies to all)."""
   if not isinstance(in_shardings, (tuple, list)):
-    return [in_shardings] * n_args
-  specs = list(in_shardings)
+    return [node_spec(in_shardings)] * n_args
+  specs = [node_spec(s) for s in in_shardings]
   return specs + [None] * (n_args - len(specs))
 
 
@@ -66,6 +68,8 @@ def resolve(
   """``(leaf shardings, rest shardings)`` for ``pure(leaves, *rest)``."""
   leaf_sh: list = []
   if w is not None:
+    node_specs = [specs[a] for a in split.arg_of_node]
+    check_aliasing(split, node_specs, w, name.split(": ")[-1], name.split(": ")[0])
     objs = w.leaf_objects()
     for arg, path, obj in zip(_lift.leaf_arg_index(w, split), w.paths, objs):
       spec = specs[arg]
@@ -102,3 +106,32 @@ def place(w, leaves: list, leaf_sh: list) -> list:
     for i, v in zip(idx, vals):
       leaves[i] = v
   return leaves
+
+
+def _is_sharding_leaf(x: Any) -> bool:
+  return is_axis_leaf(x) or isinstance(x, (jax.sharding.Sharding, jax.sharding.PartitionSpec))
+
+
+def has_node_specs(out_shardings: Any) -> bool:
+  """Whether ``out_shardings`` describes Module outputs (StateSharding,
+  :func:`nnx.prefix` results), which ``jax.jit`` cannot take."""
+  leaves = jax.tree_util.tree_leaves(out_shardings, is_leaf=_is_sharding_leaf)
+  return any(isinstance(node_spec(x), StateAxes) for x in leaves)
+
+
+def constrain_outputs(out: Any, out_shardings: Any) -> Any:
+  """Constrains every output array, and every Variable of output Modules, to
+  its sharding in ``out_shardings`` (a prefix of ``out``; inside a trace)."""
+  specs = broadcast_prefix(out_shardings, out, "out_shardings", is_leaf=_is_sharding_leaf)
+  flat, tree = jax.tree_util.tree_flatten(out, is_leaf=is_node)
+  new = []
+  for x, spec in zip(flat, specs):
+    if is_node(x):
+      for path, var in variable_paths(x):
+        sh = spec.axis_for(path, var, "out_shardings") if isinstance(spec, StateAxes) else spec
+        if sh is not None:
+          var.set_value(jax.lax.with_sharding_constraint(var.get_value(), sh))
+    elif spec is not None:
+      x = jax.lax.with_sharding_constraint(x, spec)
+    new.append(x)
+  return jax.tree_util.tree_unflatten(tree, new)

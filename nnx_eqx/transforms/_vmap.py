@@ -11,7 +11,7 @@ import jax
 
 from ..graph import _graph
 from . import _lift
-from ._axes import arg_specs, check_no_carry, leaf_axes
+from ._axes import arg_specs, check_aliasing, check_no_carry, leaf_axes
 from ._dispatch import Dispatcher, Lifted, join_rest
 from ._errors import AxisSpecError, BroadcastUpdateError
 from ._leafaxes import GraphAxes, check_axes, describe_rest, describe_state
@@ -43,7 +43,9 @@ class VmapWrapped(Lifted):
     check_no_carry([self.out_axes], "out_axes", self.name)
     state_axes: list = []
     if graphdef is not None:
-      objs = _graph.walk_uncached(_graph.unflatten(graphdef, leaves)).leaf_objects()
+      w = _graph.walk_uncached(_graph.unflatten(graphdef, leaves))
+      check_aliasing(split, node_specs, w, "in_axes", self.name)
+      objs = w.leaf_objects()
       state_axes = leaf_axes(split, node_specs, graphdef.paths, objs, "in_axes")
       check_no_carry(state_axes, "in_axes", self.name)
     rest_names = describe_rest(rest)
