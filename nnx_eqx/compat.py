@@ -6,6 +6,9 @@ are the same functions as the top-level ones.
 """
 
 from .graph._cached_partial import cached_partial as cached_partial
+from .module import iter_children as iter_children
+from .module import view as view
+from .module import view_info as view_info
 from .transforms._graph_keywords import clone as clone
 from .transforms._graph_keywords import cond as cond
 from .transforms._graph_keywords import eval_shape as eval_shape

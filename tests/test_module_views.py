@@ -126,3 +126,7 @@ def test_train_state_create():
   state = state.apply_gradients(jax.tree.map(jnp.ones_like, state.params))
   assert int(state.step) == 1
   assert_trees_close(state.params["a"].value, jnp.zeros(2))  # 1 - 1.0 * 1, computed eagerly
+
+
+def test_compat_exports_the_view_helpers():
+  assert nnx.compat.view is nnx.view and nnx.compat.view_info is nnx.view_info

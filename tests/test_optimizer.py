@@ -8,7 +8,7 @@ import optax
 import pytest
 
 import nnx_eqx as nnx
-from nnx_eqx.testing import TraceCounter, assert_no_retrace, assert_trees_equal
+from nnx_eqx.testing import TraceCounter, assert_no_retrace, assert_trees_close, assert_trees_equal
 
 RNG = np.random.default_rng(0)
 X = jnp.asarray(RNG.standard_normal((16, 3)), jnp.float32)
@@ -204,3 +204,13 @@ def test_grads_missing_paths_raise_naming_them():
   holder.raw = jnp.ones(3)
   with pytest.raises(nnx.GraphStructureError, match="selects raw arrays .* at raw"):
     nnx.Optimizer(holder, optax.sgd(0.1), wrt=...)
+
+
+def test_update_accepts_gradients_as_a_module_copy():
+  model = nnx.Linear(2, 1, rngs=nnx.Rngs(0))
+  opt = nnx.Optimizer(model, optax.sgd(0.5), wrt=nnx.Param)
+  grads = nnx.grad(lambda m: jnp.sum(m(jnp.ones((1, 2)))), graph=False)(model)
+  assert isinstance(grads, nnx.Linear)
+  before = model.kernel[...]
+  opt.update(model, grads)
+  assert_trees_close(model.kernel[...], before - 0.5 * grads.kernel[...])

@@ -111,3 +111,18 @@ def test_value_typevar_is_exported():
 
   assert nnx.A is nnx.variablelib.A
   assert Tagged(jnp.ones(2)).value.shape == (2,)
+
+
+def test_variable_holding_a_callable_proxies_calls():
+  scale = nnx.Variable(lambda x, k=1: x * k)
+  assert scale(3) == 3 and scale(3, k=2) == 6
+
+
+def test_set_metadata_on_a_module_only_touches_the_filtered_variables():
+  m = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
+  m.count = nnx.BatchStat(jnp.array(0))
+  nnx.set_metadata(m, tag="x")
+  nnx.set_metadata(m, frozen=True, only=nnx.Param)
+  assert m.kernel.get_metadata("tag") == "x" and m.count.get_metadata("tag") == "x"
+  assert m.kernel.get_metadata("frozen") is True
+  assert m.count.get_metadata("frozen", None) is None

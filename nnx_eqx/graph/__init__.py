@@ -35,6 +35,7 @@ from ._graph import graphdef as graphdef
 from ._graph import is_graph_node as is_graph_node
 from ._graph import is_node as is_node
 from ._graph import iter_graph as iter_graph
+from ._graph import set_metadata as set_metadata
 from ._graph import iter_modules as iter_modules
 from ._graph import merge as merge
 from ._graph import node_impl as node_impl

@@ -19,7 +19,7 @@ import numpy as np
 
 from . import _graphdef, _pytree_flags, _version
 from ._errors import GraphStructureError, ShapeDtypeError, StateMismatchError
-from ._filters import Filter
+from ._filters import Filter, to_predicate
 from ._flat_state import FlatState
 from ._graphdef import ApplyCaller as ApplyCaller
 from ._graphdef import GraphDef as GraphDef
@@ -526,6 +526,34 @@ def copy_arrays(x: Any) -> Any:
     x.__dict__["_value"] = jax.tree.map(copy, x.__dict__["_value"])
     return x
   return jax.tree.map(copy, x)
+
+
+def set_metadata(node: Any, /, *, only: Filter = Variable, **metadata: Any) -> None:
+  """Sets metadata entries on every Variable of ``node`` that ``only`` selects, in place.
+
+  Entries not named are kept (as :meth:`Variable.set_metadata` with keywords).
+
+  Args:
+    node: a graph node (Module, Variable, or a container of them).
+    only: a filter selecting the Variables to change (default: all).
+    **metadata: the entries to set.
+
+  Raises:
+    UnknownFilterError: if ``only`` is not a valid filter.
+
+  Example:
+    >>> import nnx_eqx as nnx
+    >>> m = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
+    >>> m.count = nnx.BatchStat(0)
+    >>> nnx.set_metadata(m, frozen=True, only=nnx.Param)
+    >>> m.kernel.get_metadata("frozen"), m.count.get_metadata("frozen", None)
+    (True, None)
+  """
+  pred = to_predicate(only)
+  w = walk(node, leaf_root=True)
+  for path, obj in zip(w.node_paths, w.nodes):
+    if isinstance(obj, Variable) and pred(path, obj):
+      obj.set_metadata(**metadata)
 
 
 def iter_graph(node: Any, *, graph: bool = True) -> Iterator[tuple[tuple, Any]]:

@@ -208,6 +208,10 @@ class Variable(MetadataMethods, Generic[A]):
   def __getitem__(self, idx):
     return self.get_value()[idx]  # type: ignore[index]
 
+  def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    """Calls the value (a Variable holding a callable proxies calls, as flax.nnx)."""
+    return self.get_value()(*args, **kwargs)  # type: ignore[operator]
+
   def __setitem__(self, idx, new):
     value = _read(self.get_raw_value())
     if idx is Ellipsis and not hasattr(value, "at"):

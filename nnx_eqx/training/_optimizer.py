@@ -106,6 +106,8 @@ def _to_opt_state(state: Any, params: Mapping[tuple, Variable]) -> Any:
 
 
 def _flat_grads(grads: Any) -> dict:
+  if _graph.is_node(grads):  # gradients as a copy of the model (tree-mode nnx.grad)
+    grads = _graph.state(grads)
   if isinstance(grads, GraphState):
     grads = grads._state
   if isinstance(grads, State):
@@ -113,7 +115,8 @@ def _flat_grads(grads: Any) -> dict:
   if isinstance(grads, Mapping):
     return State(grads).flat_state()
   raise StateMismatchError(
-    f"Optimizer.update: grads must be a State (from nnx.grad) or a nested dict, got"
+    f"Optimizer.update: grads must be a State (from nnx.grad), a Module of gradients or a"
+    f" nested dict, got"
     f" {type(grads).__name__}. Fix: pass the gradients returned by"
     " `nnx.grad(loss_fn)(model)`."
   )
