@@ -186,3 +186,30 @@ def test_tree_mode_rejects_a_shared_jax_ref_in_a_plain_container():
   with pytest.raises(nnx.SharedReferenceError, match=msg):
     nnx.split([ref, ref], graph=False)
   nnx.split([ref, ref])  # graph mode accepts it
+
+
+class _NotAPytree(nnx.Pytree, pytree=False):
+  def __init__(self):
+    self.x = nnx.Param(jnp.ones(1))
+
+
+@pytest.mark.parametrize(
+  "call",
+  [
+    lambda g: nnx.split(g, graph=False),
+    lambda g: nnx.graphlib.flatten(g, graph=False),
+    lambda g: list(nnx.iter_graph(g, graph=False)),
+    lambda g: nnx.recursive_map(lambda p, x: x, g, graph=False),
+  ],
+)
+def test_tree_mode_refuses_pytree_false_classes_naming_the_path(call):
+  with pytest.raises(nnx.GraphModeRequiredError, match=r"pytree=False.*Found at path 0"):
+    call(nnx.List([_NotAPytree()]))
+  call_graph_mode = nnx.split(nnx.List([_NotAPytree()]))  # graph mode accepts it
+  assert len(call_graph_mode) == 2
+
+
+def test_iter_children_in_tree_mode_refuses_pytree_false():
+  with pytest.raises(nnx.GraphModeRequiredError, match="pytree=False"):
+    list(nnx.iter_children(_NotAPytree(), graph=False))
+  assert list(nnx.iter_children(_NotAPytree())) == []

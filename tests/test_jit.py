@@ -244,3 +244,25 @@ def test_repeat_calls_see_an_array_attribute_replaced():
   m.buf = jnp.full(2, 5.0)  # array replaced by array: values only, the walk is kept
   assert float(f(m)) == 20.0
   assert_trees_equal(m.buf, jnp.full(2, 10.0))
+
+
+@pytest.mark.parametrize("graph", [True, False])
+def test_donated_state_left_unchanged_stays_valid(graph):
+  m = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+  kernel = jnp.copy(m.kernel[...])
+  traces = []
+
+  @nnx.jit(donate_argnums=0, graph=graph)
+  def f(m, x):
+    traces.append(1)
+    return m(x)
+
+  y = f(m, jnp.ones((1, 2)))
+  assert_trees_equal(m.kernel[...], kernel)
+  assert_trees_equal(f(m, jnp.ones((1, 2))), y)
+  assert len(traces) == 1
+
+  v = nnx.Param(jnp.array(1.0))
+  g = nnx.jit(lambda v: v[...] + 1.0, donate_argnames="v", graph=graph)
+  assert float(g(v=v)) == 2.0 and float(v[...]) == 1.0
+  assert float(g(v=v)) == 2.0

@@ -122,7 +122,7 @@ def test_stream_used_from_another_trace_raises_before_drawing():
 
   @jax.jit
   def f():
-    with pytest.raises(nnx.TraceContextError, match="from different trace level"):
+    with pytest.raises(nnx.TraceContextError, match="from a different trace level"):
       rngs()
     return 0
 

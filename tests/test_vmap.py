@@ -247,3 +247,21 @@ def test_law_mapping_an_axis_equals_moving_it_to_the_front(axis, size):
   y = nnx.vmap(lambda m, x: m.w.value.sum() + x, in_axes=(PARAMS_0, axis))(m, x)
   ref = jax.vmap(lambda w, x: w.sum() + x)(m.w.value, jnp.moveaxis(x, axis, 0))
   assert_trees_equal(y, ref)
+
+
+def test_new_variables_returned_by_the_body_come_back_stacked():
+  traces = []
+
+  @nnx.split_rngs(splits=5)
+  @nnx.vmap(in_axes=0, out_axes=0, axis_size=5)
+  def make(rngs):
+    traces.append(1)
+    return nnx.Param(jax.random.normal(rngs(), (2, 3))), nnx.BatchStat(jnp.zeros(3))
+
+  rngs = nnx.Rngs(0)
+  w, s = make(rngs)
+  assert isinstance(w, nnx.Param) and isinstance(s, nnx.BatchStat)
+  assert w.shape == (5, 2, 3) and s.shape == (5, 3)
+  assert not jnp.allclose(w[0], w[1])
+  make(rngs)
+  assert len(traces) == 1

@@ -22,7 +22,8 @@ def check_trace(owner_trace, what: str, detail: str = "") -> None:
   """
   if owner_trace != _get_state(convention="flax"):
     raise TraceContextError(
-      f"Cannot mutate {what} from different trace level{f' ({detail})' if detail else ''}:"
+      f"Cannot mutate {what} from {'' if detail else 'a '}different trace level"
+      f"{f' ({detail})' if detail else ''}:"
       " it was created in a"
       " different JAX trace than the current one (for example outside a `jax.jit`, `jax.grad` or"
       " `jax.lax.scan` that is now tracing). Fix: use the lifted transforms"

@@ -12,7 +12,7 @@ import functools
 
 import jax
 
-from ._errors import SharedReferenceError
+from ._errors import GraphModeRequiredError, SharedReferenceError
 from ._node_types import STATIC, node_impl
 from ._variables import Variable
 from ._walk import Walk, walk
@@ -50,6 +50,22 @@ def check_shared_refs(w: Walk, fn_name: str) -> None:
       seen[id(leaf)] = path
 
 
+def check_pytree_classes(nodes, paths, fn_name: str) -> None:
+  """Raises if a node's class was declared ``pytree=False`` (tree mode treats
+  every node as a JAX pytree).
+
+  Raises:
+    GraphModeRequiredError: naming the class and its path.
+  """
+  for obj, path in zip(nodes, paths):
+    if getattr(type(obj), "_nnx_pytree", True) is False:
+      raise GraphModeRequiredError(
+        f"nnx.{fn_name}(graph=False): {type(obj).__name__} is declared with pytree=False,"
+        f" which tree mode cannot handle. Found at path {_fmt(path)}. Fix: use graph mode"
+        f" (`nnx.{fn_name}(..., graph=True)`), or declare the class without pytree=False."
+      )
+
+
 def check_tree_mode(w: Walk, fn_name: str) -> None:
   """Raises if the walked graph shares an object or has a cycle.
 
@@ -61,6 +77,7 @@ def check_tree_mode(w: Walk, fn_name: str) -> None:
     SharedReferenceError: (a ``ValueError``) naming the path of the first
       occurrence and of the repeated one.
   """
+  check_pytree_classes(w.nodes, w.node_paths, fn_name)
   if w.shared is None:
     check_shared_refs(w, fn_name)
     return

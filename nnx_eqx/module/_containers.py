@@ -40,7 +40,7 @@ class List(Module, MutableSequence):
 
   def _mutate(self) -> list:
     d = self.__dict__
-    check_trace(d["_nnx_trace"], f"'{type(self).__name__}'")
+    check_trace(d["_nnx_trace"], f"'{type(self).__name__}'", "its items")
     if d.get("_nnx_in_graph"):
       _version.bump()
     return d["_nnx_items"]

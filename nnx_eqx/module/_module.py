@@ -16,7 +16,9 @@ from typing import Any, TypeVar
 from ..graph import _graph
 from ..graph._errors import NnxError, UnknownAttributeError
 from ..graph._filters import Filter, to_predicate
+from ..graph._graph_mode import get_graph_mode
 from ..graph._state import State
+from ..graph._tree_mode import check_pytree_classes
 from ..graph._variables import Intermediate, Variable
 from ._pytree import PYTREE_IMPL, Pytree
 
@@ -238,10 +240,12 @@ def iter_children(node: Any, /, *, graph: bool | None = None) -> Iterator[tuple[
 
   Args:
     node: a Module.
-    graph: accepted for flax compatibility.
+    graph: False (tree mode) refuses a node whose class is declared
+      ``pytree=False``; otherwise the modes agree.
 
   Raises:
     AttributeError: if ``node`` has no ``__dict__``.
+    GraphModeRequiredError: in tree mode, for a ``pytree=False`` node.
 
   Example:
     >>> import nnx_eqx as nnx
@@ -252,7 +256,8 @@ def iter_children(node: Any, /, *, graph: bool | None = None) -> Iterator[tuple[
     >>> [name for name, _ in nnx.iter_children(Block())]
     ['drop', 'lin']
   """
-  del graph
+  if graph is False or (graph is None and not get_graph_mode()):
+    check_pytree_classes([node], [()], "iter_children")
   d = node.__dict__
   for k in sorted(d):
     v = d[k]

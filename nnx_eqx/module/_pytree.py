@@ -284,6 +284,7 @@ class Pytree:
 
   _nnx_fields: dict[str, bool] = {}
   _nnx_containerize = False
+  _nnx_pytree = True  # False for classes declared pytree=False (tree mode refuses them)
 
   def __new__(cls, *args, **kwargs):
     obj = object.__new__(cls)
@@ -293,6 +294,7 @@ class Pytree:
   def __init_subclass__(cls, pytree: bool = True, **kwargs):
     super().__init_subclass__(**kwargs)
     cls._nnx_fields = _class_fields(cls)
+    cls._nnx_pytree = pytree
     if pytree:
       _graph.register_pytree(cls)
 

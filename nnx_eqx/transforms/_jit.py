@@ -31,22 +31,28 @@ class JitWrapped:
     donate_argnums: Sequence[int],
     jit_kwargs: dict,
     in_shardings: Any = None,
+    donate_argnames: Sequence[str] = (),
   ):
     functools.update_wrapper(self, fn)
     self.fn = fn
     self.static_argnums = tuple(sorted(static_argnums))
     self.static_argnames = frozenset(static_argnames)
     self.donate_argnums = frozenset(donate_argnums)
+    self.donate_argnames = frozenset(donate_argnames)
     self._jit_kwargs = jit_kwargs
     self._compiled: dict = {}  # (key, donate) -> jax.jit of the pure function
     self.in_shardings = in_shardings
     self._leaf_shardings: dict = {}  # key -> sharding per leaf (with in_shardings)
     self._plain = not (
-      self.static_argnums or self.static_argnames or self.donate_argnums or in_shardings is not None
+      self.static_argnums
+      or self.static_argnames
+      or self.donate_argnums
+      or self.donate_argnames
+      or in_shardings is not None
     )
     self._last = _lift.LastCall()
 
-  def _pure(self, key, leaves, *rest):
+  def _pure(self, key, leaves, *rest, donate: bool = False):
     graphdef, split, static_vals, n_args, kw_names = key
 
     def call(*args):
@@ -59,11 +65,15 @@ class JitWrapped:
 
     out, updates = _lift.call_inner(call, graphdef, split, leaves, rest)
     if updates.structure is None:
-      values = updates.values
+      index, values = updates.index, updates.values
+      if donate:  # donated buffers are gone: every leaf comes back, changed or not
+        changed = dict(zip(index, values))
+        index = tuple(range(len(leaves)))
+        values = [changed.get(i, leaves[i]) for i in index]
       if self.in_shardings is not None:  # updated state keeps its input sharding
         leaf_sh = self._leaf_shardings[key]
-        values = _shardings.constrain(values, [leaf_sh[i] for i in updates.index])
-      return out, dict(zip(updates.index, values))
+        values = _shardings.constrain(values, [leaf_sh[i] for i in index])
+      return out, dict(zip(index, values))
     return out, updates
 
   def _jitted(self, key: tuple, donate: bool = False, w=None) -> Any:
@@ -77,7 +87,8 @@ class JitWrapped:
       kwargs = dict(self._jit_kwargs, donate_argnums=0) if donate else dict(self._jit_kwargs)
       if self.in_shardings is not None:
         kwargs["in_shardings"] = self._resolve_shardings(key, w)
-      fn = self._compiled[key, donate] = jax.jit(functools.partial(self._pure, key), **kwargs)
+      pure = functools.partial(self._pure, key, donate=donate)
+      fn = self._compiled[key, donate] = jax.jit(pure, **kwargs)
     return fn
 
   def _resolve_shardings(self, key: tuple, w) -> tuple:
@@ -131,6 +142,8 @@ class JitWrapped:
       donate = bool(self.donate_argnums) and any(
         i in self.donate_argnums for i in split.arg_of_node
       )
+      if self.donate_argnames and kwargs:
+        donate = donate or any(k in self.donate_argnames for k in kwargs)
       fn = self._jitted(key, donate, w)
       if self.in_shardings is not None and w is not None:
         leaf_sh = self._leaf_shardings.get(key)
@@ -234,6 +247,8 @@ def jit(
     static_argnums: positional arguments treated as static (hashable).
     static_argnames: keyword arguments treated as static.
     donate_argnums: arguments whose Module leaves are donated to the call.
+      (``donate_argnames=`` names them instead.) Donated state that the call
+      leaves unchanged is returned too, so the caller's Variables stay valid.
     in_shardings: one entry per (non-static) positional argument, or one
       value for all: a ``jax.sharding.Sharding`` (or ``PartitionSpec`` under
       a mesh, or None). For a Module argument the entry applies to all its
@@ -271,6 +286,9 @@ def jit(
     static_argnames = (static_argnames,)
   if isinstance(donate_argnums, int):
     donate_argnums = (donate_argnums,)
+  donate_argnames = jit_kwargs.pop("donate_argnames", None) or ()
+  if isinstance(donate_argnames, str):
+    donate_argnames = (donate_argnames,)
 
   # Shardings of Module outputs become constraints inside the trace (jax.jit
   # cannot take them); others go to jax.jit (None: the updates).
@@ -288,7 +306,10 @@ def jit(
       def g(*args, **kwargs):
         return _shardings.constrain_outputs(f(*args, **kwargs), out_shardings)
 
-    return JitWrapped(g, argnums, static_argnames, donate_argnums, jit_kwargs, in_shardings)
+    donated = tuple(donate_argnums) + _positions_of(f, donate_argnames, donate_argnums)
+    return JitWrapped(
+      g, argnums, static_argnames, donated, jit_kwargs, in_shardings, donate_argnames
+    )
 
   return wrap if fn is None else wrap(fn)
 

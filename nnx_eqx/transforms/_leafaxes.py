@@ -145,7 +145,10 @@ class GraphAxes:
     out_nodes, out_node_specs = [], []
     self.out_leaf_axes = []
     for x, s in zip(flat, specs):
-      if _lift._is_node_leaf(x):
+      # A Variable the inputs do not hold is plain output data (as in
+      # _lift.collect_updates): its value is stacked like an array's.
+      data = isinstance(x, Variable) and id(x) not in self.id_to_leaf
+      if _lift._is_node_leaf(x) and not data:
         out_nodes.append(x)
         out_node_specs.append(s)
       else:
@@ -154,7 +157,7 @@ class GraphAxes:
             f"{self.transform}: out_axes gives {s!r} for an array output; StateAxes only"
             " apply to Modules. Fix: use an int or None for arrays."
           )
-        self.out_leaf_axes.append(s)
+        self.out_leaf_axes.extend([s] * len(jax.tree_util.tree_leaves(x)) if data else [s])
     if not nodes and not out_nodes:
       return out
     if out_nodes:
