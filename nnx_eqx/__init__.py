@@ -167,6 +167,7 @@ from .transforms import AxisSizeError as AxisSizeError
 from .transforms import AxisSpecError as AxisSpecError
 from .transforms import BroadcastUpdateError as BroadcastUpdateError
 from .transforms import Carry as Carry
+from .transforms import CapturedNodeError as CapturedNodeError
 from .transforms import CarryIdentityError as CarryIdentityError
 from .transforms import CarryMismatchError as CarryMismatchError
 from .transforms import InconsistentAliasingError as InconsistentAliasingError

@@ -104,3 +104,27 @@ def test_tree_mode_decorator_and_method_keep_working():
   assert m.double().shape == (2,)
   f = nnx.jit(lambda a: a[...] + 1, graph=False)
   assert f.lower(m.w).compile() is not None
+
+
+def test_returning_a_module_captured_by_closure_is_refused():
+  outer = Holder(_param((4,)))
+  f = nnx.vmap(lambda x: outer, in_axes=0, out_axes=0)
+  with pytest.raises(nnx.CapturedNodeError, match="captured by closure"):
+    f(jnp.zeros((4,)))
+  made_inside = nnx.vmap(lambda x: Holder(nnx.Param(x)), in_axes=0, out_axes=0)(jnp.ones(3))
+  assert made_inside.inner.shape == (3,)
+
+
+def test_tree_mode_returning_an_input_is_refused_and_values_are_restored():
+  v = nnx.Param(jnp.array(1.0))
+
+  @nnx.jit(graph=False)
+  def f(v):
+    v[...] += 1.0
+    return v
+
+  with pytest.raises(nnx.SharedReferenceError, match="does not support Variable aliasing"):
+    f(v)
+  assert float(v[...]) == 1.0
+  g = nnx.jit(lambda v: nnx.clone(v), graph=False)
+  assert g(v) is not v

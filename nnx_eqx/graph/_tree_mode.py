@@ -94,23 +94,48 @@ def check_tree_mode(w: Walk, fn_name: str) -> None:
   _raise(fn_name, type(obj).__name__, first, second, what)
 
 
-def check_call_args(args: tuple, kwargs: dict, fn_name: str) -> None:
+def _is_node(x) -> bool:
+  return isinstance(x, Variable) or node_impl(type(x)) is not None
+
+
+def check_call_args(args: tuple, kwargs: dict, fn_name: str) -> Walk | None:
   """Raises if the graph nodes passed to a tree-mode transform share an object.
 
   Every Module and Variable among ``args`` and ``kwargs`` (nested in tuples,
   lists and dicts too) is walked as one graph, so the same Variable passed
   twice is found as in flax.nnx's tree mode ("Duplicate Param").
 
+  Returns:
+    The walk of the arguments, or None when they hold no graph node.
+
   Raises:
     SharedReferenceError: naming both paths (argument index first).
   """
+  if not any(map(_is_node, jax.tree.leaves((list(args), kwargs), is_leaf=_is_node))):
+    return None
+  w = walk((args, kwargs) if kwargs else args, leaf_root=True)
+  check_tree_mode(w, fn_name)
+  return w
 
-  def is_node(x) -> bool:
-    return isinstance(x, Variable) or node_impl(type(x)) is not None
 
-  nodes = [x for x in jax.tree.leaves((list(args), kwargs), is_leaf=is_node) if is_node(x)]
-  if len(nodes) > 1 or (nodes and not isinstance(nodes[0], Variable)):
-    check_tree_mode(walk((args, kwargs) if kwargs else args, leaf_root=True), fn_name)
+def check_no_aliasing(w: Walk, before: list, out, fn_name: str) -> None:
+  """Raises if ``out`` holds a graph node passed in (tree mode returns new
+  objects only), after putting the arguments' values back as they were.
+
+  Raises:
+    SharedReferenceError: naming the output path.
+  """
+  inputs = {id(n) for n in w.nodes}
+  for path, x in jax.tree_util.tree_leaves_with_path(out, is_leaf=_is_node):
+    if _is_node(x) and id(x) in inputs:
+      idx = [i for i, slot in enumerate(w.slots) if isinstance(slot, Variable)]
+      w.set_leaves(idx, [before[i] for i in idx])
+      raise SharedReferenceError(
+        f"nnx.{fn_name}(graph=False) does not support Variable aliasing between inputs and"
+        f" outputs: the output at {jax.tree_util.keystr(path) or '<root>'} is the"
+        f" {type(x).__name__} passed in. Fix: return a copy (nnx.clone), or use graph"
+        " mode (graph=True), where outputs keep their identity."
+      )
 
 
 class TreeChecked:
@@ -124,8 +149,13 @@ class TreeChecked:
     self.__doc__ = getattr(fn, "__doc__", None)
 
   def __call__(self, *args, **kwargs):
-    check_call_args(args, kwargs, self._fn_name)
-    return self._fn(*args, **kwargs)
+    w = check_call_args(args, kwargs, self._fn_name)
+    if w is None:
+      return self._fn(*args, **kwargs)
+    before = w.leaves()
+    out = self._fn(*args, **kwargs)
+    check_no_aliasing(w, before, out, self._fn_name)
+    return out
 
   def __getattr__(self, name: str):
     return getattr(self.__dict__["_fn"], name)

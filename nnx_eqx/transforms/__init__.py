@@ -16,6 +16,7 @@ from ._errors import AxisSizeError as AxisSizeError
 from ._errors import AxisSpecError as AxisSpecError
 from ._errors import BoundMethodError as BoundMethodError
 from ._errors import BroadcastUpdateError as BroadcastUpdateError
+from ._errors import CapturedNodeError as CapturedNodeError
 from ._errors import CarryIdentityError as CarryIdentityError
 from ._errors import CarryMismatchError as CarryMismatchError
 from ._errors import InconsistentAliasingError as InconsistentAliasingError

@@ -37,6 +37,11 @@ class CarryIdentityError(CarryMismatchError, ValueError):
   the one passed in (a new object instead of the same one updated)."""
 
 
+class CapturedNodeError(NnxError, ValueError):
+  """A lifted function returned a Module or Variable it captured by closure
+  (created outside the transform and not passed in)."""
+
+
 class BroadcastUpdateError(NnxError, ValueError):
   """State that is broadcast (axis ``None``) was updated with a value that
   depends on the mapped axis."""

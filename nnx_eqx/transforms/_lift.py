@@ -30,9 +30,10 @@ import jax
 
 from ..graph import _graph, _node_types, _version
 from ..graph._graph import GraphDef, Walk, is_node, node_impl
+from ..graph._tracing import current_trace
 from ..graph._variables import Variable
 from ..module._module import Module
-from ._errors import BoundMethodError
+from ._errors import BoundMethodError, CapturedNodeError
 
 
 class ArgSplit(NamedTuple):
@@ -219,6 +220,7 @@ def collect_updates(graphdef: GraphDef | None, in_leaves, nodes: tuple, objs: li
       changed = tuple(i for i, (a, b) in enumerate(zip(in_leaves, new)) if a is not b)
       return out, Updates(None, changed, [new[i] for i in changed])
   out_nodes = tuple(flat[i] for i in node_pos)
+  _check_not_captured(out_nodes, {id(o) for o in objs})
   w = _graph.walk_uncached((nodes, out_nodes))
   id_to_in = {id(o): i for i, o in enumerate(objs)}
   in_index = tuple(id_to_in.get(id(n), -1) for n in w.nodes)
@@ -226,6 +228,27 @@ def collect_updates(graphdef: GraphDef | None, in_leaves, nodes: tuple, objs: li
     flat[i] = Hole(k)
   out = jax.tree_util.tree_unflatten(treedef, flat)
   return out, Updates((w.graphdef, in_index), tuple(range(len(w.slots))), w.leaves())
+
+
+def _check_not_captured(out_nodes: tuple, inputs: set) -> None:
+  """Raises if an output node is neither an input nor made in this trace.
+
+  Raises:
+    CapturedNodeError: naming the node's type and the fix.
+  """
+  trace = current_trace()
+  for n in out_nodes:
+    if id(n) in inputs:
+      continue
+    d = getattr(n, "__dict__", {})
+    owner = d.get("_trace", d.get("_nnx_trace", trace))
+    if owner != trace:
+      raise CapturedNodeError(
+        f"Cannot extract graph node from different trace level: the function returned a"
+        f" {type(n).__name__} it captured by closure (Cannot return captured Variable or"
+        " Module: it was created outside the transform and not passed in). Fix: pass it"
+        " as an argument, or return a copy of its values."
+      )
 
 
 def call_inner(
