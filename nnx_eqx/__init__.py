@@ -64,6 +64,7 @@ from .module import RngKey as RngKey
 from .module import Rngs as Rngs
 from .module import RngState as RngState
 from .module import RngStream as RngStream
+from .module import capture as capture
 from .module import view as view
 from .module import with_vars as with_vars
 from .module import SowError as SowError
@@ -82,6 +83,7 @@ from .graph import BatchStat as BatchStat
 from .graph import as_pure as as_pure
 from .graph import Cache as Cache
 from .graph import Intermediate as Intermediate
+from .graph import Perturbation as Perturbation
 from .graph import Param as Param
 from .graph import Variable as Variable
 from .graph import VariableMetadata as VariableMetadata

@@ -51,6 +51,7 @@ from ._variables import BatchStat as BatchStat
 from ._variables import as_pure as as_pure
 from ._variables import Cache as Cache
 from ._variables import Intermediate as Intermediate
+from ._variables import Perturbation as Perturbation
 from ._variables import Param as Param
 from ._variables import Variable as Variable
 from ._variables import VariableMetadata as VariableMetadata

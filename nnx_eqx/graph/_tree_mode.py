@@ -119,15 +119,15 @@ def check_call_args(args: tuple, kwargs: dict, fn_name: str) -> Walk | None:
 
 
 def check_no_aliasing(w: Walk, before: list, out, fn_name: str) -> None:
-  """Raises if ``out`` holds a graph node passed in (tree mode returns new
-  objects only), after putting the arguments' values back as they were.
+  """Raises if ``out`` holds a Variable passed in (tree mode returns new
+  Variables only), after putting the arguments' values back as they were.
 
   Raises:
     SharedReferenceError: naming the output path.
   """
   inputs = {id(n) for n in w.nodes}
   for path, x in jax.tree_util.tree_leaves_with_path(out, is_leaf=_is_node):
-    if _is_node(x) and id(x) in inputs:
+    if isinstance(x, Variable) and id(x) in inputs:
       idx = [i for i, slot in enumerate(w.slots) if isinstance(slot, Variable)]
       w.set_leaves(idx, [before[i] for i in idx])
       raise SharedReferenceError(
@@ -151,6 +151,8 @@ class TreeChecked:
   def __call__(self, *args, **kwargs):
     w = check_call_args(args, kwargs, self._fn_name)
     if w is None:
+      return self._fn(*args, **kwargs)
+    if self._fn_name == "scan":  # a scan returns its carried objects
       return self._fn(*args, **kwargs)
     before = w.leaves()
     out = self._fn(*args, **kwargs)

@@ -455,6 +455,19 @@ class Intermediate(Variable[A]):
   collection = "intermediates"
 
 
+class Perturbation(Intermediate[A]):
+  """A zero added to an intermediate value by :meth:`Module.perturb`, so the
+  gradient with respect to it is the gradient of that value (as flax.nnx).
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> issubclass(nnx.Perturbation, nnx.Intermediate)
+    True
+  """
+
+  collection = "perturbations"
+
+
 def _aux(v: Variable):
   md = v._metadata
   if _hashable_items(md):

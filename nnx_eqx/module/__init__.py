@@ -3,6 +3,7 @@
 Builds on the graph engine (``nnx_eqx.graph``) only.
 """
 
+from ._capture import capture as capture
 from ._containers import Dict as Dict
 from ._containers import List as List
 from ._containers import Map as Map

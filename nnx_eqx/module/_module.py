@@ -13,13 +13,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+import jax
+import jax.numpy as jnp
+
 from ..graph import _graph
 from ..graph._errors import NnxError, UnknownAttributeError
 from ..graph._filters import Filter, to_predicate
 from ..graph._graph_mode import get_graph_mode
 from ..graph._state import State
 from ..graph._tree_mode import check_pytree_classes
-from ..graph._variables import Intermediate, Variable
+from ..graph._variables import Intermediate, Perturbation, Variable
+from ._capture_slots import CAPTURES, capture_slot
 from ._pytree import PYTREE_IMPL, Pytree
 
 M = TypeVar("M", bound="Module")
@@ -117,6 +121,8 @@ class Module(Pytree):
 
     The first call stores ``reduce_fn(init_fn(), value)`` (by default a 1-tuple);
     later calls reduce into it. Retrieve with ``nnx.pop(m, nnx.Intermediate)``.
+    Inside :func:`nnx.capture` the value goes to the capture of
+    ``variable_type`` instead (and nowhere when that type is not captured).
 
     Raises:
       SowError: (a ``ValueError``) if ``name`` holds something that is not a
@@ -129,6 +135,12 @@ class Module(Pytree):
       >>> len(m.y.value)
       2
     """
+    slot = capture_slot(self, variable_type)
+    if slot is not None or CAPTURES in self.__dict__:  # inside nnx.capture
+      if slot is not None:
+        held = slot.value
+        slot.value = {**held, name: reduce_fn(held[name] if name in held else init_fn(), value)}
+      return
     current = self.__dict__.get(name, _MISSING)
     if current is _MISSING:
       setattr(self, name, variable_type(reduce_fn(init_fn(), value)))
@@ -145,6 +157,51 @@ class Module(Pytree):
         f"sow: expected attribute {name!r} of {type(self).__name__} {expected}. Fix: sow"
         " under another name or delete the attribute first."
       )
+
+  def perturb(self, name: str, value: Any, variable_type: type[Variable] = Perturbation) -> Any:
+    """Returns ``value`` plus a perturbation stored under ``name`` (zeros at first).
+
+    Differentiating a loss with respect to the perturbations (captured with
+    :func:`nnx.capture`, then passed back as its ``init=``) gives the gradient
+    of the loss with respect to the intermediate ``value`` (as flax.nnx). Use
+    the returned value, not ``value``, afterwards.
+
+    Args:
+      name: the key of the perturbation.
+      value: an array or pytree of arrays.
+      variable_type: the Variable type that holds it (``nnx.Perturbation``).
+
+    Raises:
+      SowError: outside nnx.capture, if ``name`` holds a non-``variable_type``.
+
+    Example:
+      >>> import jax.numpy as jnp, nnx_eqx as nnx
+      >>> class M(nnx.Module):
+      ...   def __call__(self, x):
+      ...     return 3 * self.perturb("x", x)
+      >>> _, perturbations = nnx.capture(M(), nnx.Perturbation)(jnp.ones(2))
+      >>> perturbations["x"].value.tolist()
+      [0.0, 0.0]
+    """
+    slot = capture_slot(self, variable_type)
+    if slot is not None:
+      held = slot.value
+      if name not in held:
+        slot.value = held = {**held, name: jax.tree.map(jnp.zeros_like, value)}
+      return jax.tree.map(jnp.add, held[name], value)
+    if CAPTURES in self.__dict__:  # captured, but not this type: no perturbation
+      return value
+    current = self.__dict__.get(name, _MISSING)
+    if current is _MISSING:
+      setattr(self, name, variable_type(jax.tree.map(jnp.zeros_like, value)))
+      current = self.__dict__[name]
+    elif not isinstance(current, variable_type):
+      raise SowError(
+        f"perturb: expected attribute {name!r} of {type(self).__name__} to be a"
+        f" {variable_type.__name__}, got {type(current).__name__}. Fix: perturb under"
+        " another name."
+      )
+    return jax.tree.map(jnp.add, current.value, value)
 
   def for_each(self, module_type: type, fn: Callable[[Module], Any]) -> None:
     """Calls ``fn`` on every submodule (self included) that is a ``module_type``."""

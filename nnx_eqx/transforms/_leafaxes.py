@@ -67,8 +67,12 @@ def check_axes(
   for x, a, name in zip(values, axes, names):
     if not isinstance(a, int) or a is True or a is False:
       continue
-    # A pytree-valued leaf (e.g. a Variable holding a tuple) maps each of its arrays.
-    for shape in [np.shape(y) for y in jax.tree_util.tree_leaves(x)] or [()]:
+    # A pytree-valued leaf (e.g. a Variable holding a tuple) maps each of its
+    # arrays; an empty one (e.g. an empty capture dict) has nothing to map.
+    arrays = jax.tree_util.tree_leaves(x)
+    if not arrays and isinstance(x, (dict, tuple, list)):
+      continue
+    for shape in [np.shape(y) for y in arrays] or [()]:
       if not -len(shape) <= a < len(shape):
         raise AxisRankError(
           f"{transform}: {what} asks for axis {a} of {name}, which has shape {shape} (rank"
