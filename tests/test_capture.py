@@ -111,3 +111,25 @@ def test_sow_of_an_uncaptured_type_inside_capture_is_dropped():
   b = Block(0)
   _, cached = nnx.capture(b, nnx.Cache)(jnp.ones((1, 2)))
   assert _state_paths(cached) == [] and not hasattr(b, "y")
+
+
+def test_perturbations_state_through_jit_and_grad():
+  class M(nnx.Module):
+    def __call__(self, x):
+      h = self.perturb("h", x)
+      self.sow(nnx.Intermediate, "y", 3 * h)
+      return jnp.sum(3 * h)
+
+  m, x = M(), jnp.array([1.0, 2.0])
+  _, perturbations = nnx.capture(m, nnx.Perturbation)(x)
+
+  @nnx.jit
+  def step(m, perturbations, x):
+    def loss(m, perturbations, x):
+      return nnx.capture(m, nnx.Intermediate, init=perturbations)(x)
+
+    return nnx.grad(loss, argnums=1, has_aux=True)(m, perturbations, x)
+
+  grads, inter = step(m, perturbations, x)
+  assert_trees_close(grads["h"].value, jnp.full(2, 3.0))
+  assert_trees_close(inter["y"].value[0], 3 * x)

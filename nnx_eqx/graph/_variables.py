@@ -533,7 +533,7 @@ def _init_subclass(cls, **kwargs):
 
 
 Variable.__init_subclass__ = classmethod(_init_subclass)  # type: ignore[assignment]
-for _cls in (Variable, Param, BatchStat, Cache, Intermediate):
+for _cls in (Variable, Param, BatchStat, Cache, Intermediate, Perturbation):
   register_variable_pytree(_cls)
 
 

@@ -114,17 +114,19 @@ def _seeds(init: State | None) -> dict[tuple, dict[str, Variable]]:
 
 def _collect(root: Module, var_types: tuple) -> list[State]:
   """One State per captured type from the modules' captures, which are removed."""
-  flat: dict[type, list] = {t: [] for t in var_types}
+  nested: dict[type, dict] = {t: {} for t in var_types}
   for path, m in list(_graph.iter_modules(root)):
     slots = m.__dict__.get(CAPTURES)
     if slots is None:
       continue
     for slot in slots:
-      if type(slot) in flat:
-        for name, value in slot.value.items():
-          flat[type(slot)].append(((*path, name), type(slot)(value)))
+      if type(slot) in nested and slot.value:
+        node = nested[type(slot)]
+        for key in path:
+          node = node.setdefault(key, {})
+        node.update({k: type(slot)(v) for k, v in slot.value.items()})
     delattr(m, CAPTURES)
-  return [State.from_flat_path(flat[t]) for t in var_types]
+  return [State(nested[t]) for t in var_types]
 
 
 def _public_methods(cls: type) -> Iterator[tuple[str, Any]]:
