@@ -19,6 +19,9 @@ def check_trace(owner_trace, what: str, detail: str = "") -> None:
     owner_trace: the token recorded when the object was created.
     what: the object for the message, e.g. ``"'Dict'"``.
     detail: what was being changed, e.g. ``"attribute 'a'"`` (optional).
+
+  The wording follows flax.nnx: a Variable "from a different trace level", a
+  Module (named with ``detail``) "from different trace level (attribute ...)".
   """
   if owner_trace != _get_state(convention="flax"):
     raise TraceContextError(

@@ -69,7 +69,8 @@ def resolve(
   leaf_sh: list = []
   if w is not None:
     node_specs = [specs[a] for a in split.arg_of_node]
-    check_aliasing(split, node_specs, w, name.split(": ")[-1], name.split(": ")[0])
+    transform, keyword = name.split(": ", 1)  # e.g. "nnx.jit", "in_shardings"
+    check_aliasing(split, node_specs, w, keyword, transform)
     objs = w.leaf_objects()
     for arg, path, obj in zip(_lift.leaf_arg_index(w, split), w.paths, objs):
       spec = specs[arg]
