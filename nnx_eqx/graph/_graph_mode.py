@@ -131,8 +131,10 @@ def accepts_graph_keywords(fn: F, tree_check: str | None = None) -> F:
   nodes among the arguments may not share objects (flax.nnx's "Duplicate
   Param"): ``tree_check="callable"`` checks the arguments of each call of the
   transformed function ``fn`` returns (and ``fn``'s own arguments after the
-  first, as ``jit_partial``'s), ``tree_check="call"`` checks ``fn``'s
-  arguments (a transform that runs at once, as ``cond``).
+  first, as ``jit_partial``'s) and that it returns no input Variable;
+  ``"carry"`` does the same but lets the outputs be inputs (a scan returns
+  its carry); ``"call"`` checks ``fn``'s arguments (a transform that runs at
+  once, as ``cond``).
   """
   params = inspect.signature(fn).parameters
   if "graph_updates" in params:  # the function resolves both keywords itself
@@ -155,15 +157,16 @@ def accepts_graph_keywords(fn: F, tree_check: str | None = None) -> F:
     out = fn(*args, **kwargs)
     if not tree or tree_check == "call":
       return out
+    outputs = tree_check == "callable"
     if not args and first not in kwargs:  # a decorator: check what it makes
-      return lambda f: _tree_checked(out(f), name, ())
-    return _tree_checked(out, name, args[1:])
+      return lambda f: _tree_checked(out(f), name, (), outputs)
+    return _tree_checked(out, name, args[1:], outputs)
 
   return wrapper  # type: ignore[return-value]
 
 
-def _tree_checked(transformed: Any, name: str, bound_args: tuple) -> Any:
+def _tree_checked(transformed: Any, name: str, bound_args: tuple, outputs: bool) -> Any:
   """Tree mode for a lifted transform: the node arguments (bound ones, as
   ``jit_partial``'s, now; call arguments at each call) may not share objects."""
   check_call_args(bound_args, {}, name)
-  return TreeChecked(transformed, name)
+  return TreeChecked(transformed, name, outputs)

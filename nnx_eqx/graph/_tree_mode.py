@@ -140,19 +140,18 @@ def check_no_aliasing(w: Walk, before: list, out, fn_name: str) -> None:
 
 class TreeChecked:
   """A transformed function that checks its node arguments for tree mode
-  (:func:`check_call_args`) before each call; other attributes (``lower``,
-  ``eval_shape``, ...) are those of the transformed function."""
+  (:func:`check_call_args`) before each call and, with ``check_outputs``, that
+  it returns no input Variable (:func:`check_no_aliasing`); other attributes
+  (``lower``, ``eval_shape``, ...) are those of the transformed function."""
 
-  def __init__(self, fn, fn_name: str):
-    self._fn, self._fn_name = fn, fn_name
+  def __init__(self, fn, fn_name: str, check_outputs: bool = True):
+    self._fn, self._fn_name, self._check_outputs = fn, fn_name, check_outputs
     self.__wrapped__ = fn
     self.__doc__ = getattr(fn, "__doc__", None)
 
   def __call__(self, *args, **kwargs):
     w = check_call_args(args, kwargs, self._fn_name)
-    if w is None:
-      return self._fn(*args, **kwargs)
-    if self._fn_name == "scan":  # a scan returns its carried objects
+    if w is None or not self._check_outputs:
       return self._fn(*args, **kwargs)
     before = w.leaves()
     out = self._fn(*args, **kwargs)
@@ -167,4 +166,4 @@ class TreeChecked:
       return self
     get = getattr(type(self._fn), "__get__", None)
     bound = get(self._fn, instance, owner) if get else functools.partial(self._fn, instance)
-    return TreeChecked(bound, self._fn_name)
+    return TreeChecked(bound, self._fn_name, self._check_outputs)

@@ -195,12 +195,8 @@ def _axis_name(a) -> str:
 
 
 def is_axis_leaf(x) -> bool:
-  return (
-    x is None
-    or x is Carry
-    or isinstance(x, (int, StateAxes, TreeState, Variable))
-    or (is_node(x) and not isinstance(x, (tuple, list, dict)))
-  )
+  # Graph nodes (Variables included) are leaves: node_spec reads or refuses them.
+  return x is None or x is Carry or isinstance(x, (int, StateAxes, TreeState)) or is_node(x)
 
 
 class NodeMarker:

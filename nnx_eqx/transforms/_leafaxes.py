@@ -21,12 +21,7 @@ from ..graph._duplicates import shared_variable_paths
 from ..graph._variables import Variable
 from . import _lift
 from ._axes import Carry, aliasing_error, broadcast_prefix, resolve
-from ._errors import (
-  AxisRankError,
-  AxisSizeError,
-  AxisSpecError,
-  fmt_path,
-)
+from ._errors import AxisRankError, AxisSizeError, AxisSpecError, fmt_path
 
 
 def describe_rest(rest: Any) -> list[str]:
@@ -164,9 +159,9 @@ class GraphAxes:
         self.out_leaf_axes.extend([s] * len(jax.tree_util.tree_leaves(x)) if data else [s])
     if not nodes and not out_nodes:
       return out
-    if out_nodes:
-      self._check_output_aliasing(nodes, out_nodes, out_node_specs)
     w = _graph.walk_uncached((nodes, tuple(out_nodes)))
+    if out_nodes:
+      self._check_output_aliasing(w, out_node_specs)
     objs = w.leaf_objects()
     self.struct_paths = list(w.paths)
     self.struct_axes = [self._axis(p, o, out_node_specs) for p, o in zip(w.paths, objs)]
@@ -177,10 +172,9 @@ class GraphAxes:
     return out
 
   # -- helpers --------------------------------------------------------------
-  def _check_output_aliasing(self, nodes, out_nodes: list, out_node_specs: list) -> None:
+  def _check_output_aliasing(self, w, out_node_specs: list) -> None:
     """Raises if a Variable is returned with an out axis other than its in axis
-    (or returned twice with two out axes)."""
-    w = _graph.walk_uncached((tuple(nodes), tuple(out_nodes)))
+    (or returned twice with two out axes); ``w`` walks ``(inputs, outputs)``."""
     for i, paths in shared_variable_paths(w.graphdef.defn).items():
       var = w.nodes[i]
       got = [(p, self._spec_along(p, var, out_node_specs)) for p in paths]
