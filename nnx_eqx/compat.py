@@ -9,6 +9,7 @@ from .graph._cached_partial import cached_partial as cached_partial
 from .module import iter_children as iter_children
 from .module import view as view
 from .module import view_info as view_info
+from .spmd import get_abstract_model as get_abstract_model
 from .transforms._graph_keywords import clone as clone
 from .transforms._graph_keywords import cond as cond
 from .transforms._graph_keywords import eval_shape as eval_shape
