@@ -3,6 +3,7 @@ created under a mesh; nnx.use_eager_sharding, get_abstract_model, abstract_with_
 
 import jax
 import jax.numpy as jnp
+import optax
 import pytest
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
@@ -120,3 +121,19 @@ def test_abstract_with_sharding_is_the_deprecated_as_abstract():
   with jax.set_mesh(_mesh()), pytest.warns(DeprecationWarning, match="as_abstract"):
     out = nnx.abstract_with_sharding(abstract)
   assert out.value.sharding.spec == P(None, "model")
+
+
+def test_optimizer_state_is_placed_like_the_params_or_by_optimizer_sharding():
+  mesh = _mesh()
+  with jax.set_mesh(mesh):
+    model = nnx.Linear(
+      4,
+      8,
+      rngs=nnx.Rngs(0),
+      kernel_metadata={"out_sharding": (None, "model")},
+      bias_metadata={"optimizer_sharding": ("model",)},
+    )
+    opt = nnx.Optimizer(model, optax.adam(1e-3), wrt=nnx.Param)
+  mu = opt.opt_state[0].mu
+  assert _spec(mu["kernel"]) == P(None, "model")
+  assert _spec(model.bias) == P() and _spec(mu["bias"]) == P("model")

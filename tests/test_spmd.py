@@ -204,3 +204,31 @@ def test_stacked_layers_shard_over_the_mesh(mesh):
   out = forward(stack, jnp.ones((4, 8)))
   assert_trees_close(out.sum(), forward(stack, jnp.ones((4, 8))).sum())
   assert stack.kernel.sharding == ("layers", "embed", "mlp")
+
+
+def test_vmap_and_scan_call_the_variables_add_and_remove_axis():
+  calls = []
+
+  class Traced(nnx.Param):
+    def add_axis(self, axis_index, axis_name):
+      calls.append(("add", axis_index, axis_name))
+
+    def remove_axis(self, axis_index, axis_name):
+      calls.append(("remove", axis_index, axis_name))
+
+  class Block(nnx.Module):
+    @nnx.split_rngs(splits=3)
+    @nnx.vmap(in_axes=(0, 0), transform_metadata={nnx.PARTITION_NAME: "layers"})
+    def __init__(self, rngs):
+      self.w = Traced(rngs.params.normal((2, 2)), out_sharding=("a", "b"))
+
+    @nnx.scan(in_axes=(0, nnx.Carry), transform_metadata={nnx.PARTITION_NAME: "layers"})
+    def __call__(self, x):
+      assert self.w.out_sharding == ("a", "b")
+      return x @ self.w, None
+
+  m = Block(nnx.Rngs(0))
+  assert m.w.out_sharding == ("layers", "a", "b") and m.w.shape == (3, 2, 2)
+  assert calls == [("add", 0, "layers")]
+  m(jnp.ones((1, 2)))
+  assert calls == [("add", 0, "layers"), ("remove", 0, "layers"), ("add", 0, "layers")]

@@ -268,6 +268,34 @@ class Variable(MetadataMethods, Generic[A]):
     self._metadata[name] = value
     _version.bump()
 
+  def add_axis(self, axis_index: int, axis_name: Any) -> None:
+    """Called by ``nnx.vmap``/``nnx.scan`` (with ``transform_metadata``) after they
+    stacked this Variable along ``axis_index`` and updated its sharding metadata.
+
+    Does nothing; subclasses override it to react (as in flax.nnx 0.12).
+
+    Raises:
+      Nothing itself; overrides may raise.
+
+    Example:
+      >>> import jax.numpy as jnp, nnx_eqx as nnx
+      >>> nnx.Param(jnp.ones(2)).add_axis(0, "layers") is None
+      True
+    """
+
+  def remove_axis(self, axis_index: int, axis_name: Any) -> None:
+    """Called by ``nnx.vmap``/``nnx.scan`` before they unstack this Variable along
+    ``axis_index`` (the counterpart of :meth:`add_axis`); does nothing by default.
+
+    Raises:
+      Nothing itself; overrides may raise.
+
+    Example:
+      >>> import jax.numpy as jnp, nnx_eqx as nnx
+      >>> nnx.Param(jnp.ones(2)).remove_axis(0, "layers") is None
+      True
+    """
+
   def replace(self, value: Any = None, **metadata: Any) -> Variable[A]:
     """Returns a new Variable of the same type with ``value`` and/or metadata replaced.
 

@@ -18,6 +18,14 @@ def _split_meta(transform_metadata) -> tuple[Any, dict]:
   return other.pop(PARTITION_NAME, None), other
 
 
+def _names_key(md: dict) -> str | None:
+  """The metadata key holding the axis names: ``sharding``, or flax 0.12's ``out_sharding``."""
+  for key in ("sharding", "out_sharding"):
+    if md.get(key):
+      return key
+  return None
+
+
 def _insert(fields, index, value):
   items = list(fields)
   while len(items) < index:
@@ -28,8 +36,9 @@ def _insert(fields, index, value):
 
 def add_axis(tree: Any, index: int, transform_metadata: Any) -> Any:
   """Inserts the stacked axis into the metadata of every Variable in ``tree``:
-  ``transform_metadata[PARTITION_NAME]`` into ``sharding`` at ``index`` (and
-  each other key's value into that tuple metadata). In place; returns ``tree``.
+  ``transform_metadata[PARTITION_NAME]`` into ``sharding`` (or ``out_sharding``) at ``index`` (and
+  each other key's value into that tuple metadata), then calls each Variable's
+  :meth:`~nnx.Variable.add_axis`. In place; returns ``tree``.
 
   Example:
     >>> import jax.numpy as jnp, nnx_eqx as nnx
@@ -41,12 +50,14 @@ def add_axis(tree: Any, index: int, transform_metadata: Any) -> Any:
 
   def one(v: Variable):
     md = dict(v._metadata)
-    if name is not None and md.get("sharding"):
-      md["sharding"] = _insert(md["sharding"], index, name)
+    key = _names_key(md)
+    if name is not None and key is not None:
+      md[key] = _insert(md[key], index, name)
     for k, val in other.items():
       if isinstance(md.get(k), tuple) and md[k]:
         md[k] = _insert(md[k], index, val)
     v._metadata = md
+    v.add_axis(index, name)
     return v
 
   return jax.tree_util.tree_map(one, tree, is_leaf=lambda x: isinstance(x, Variable))
@@ -79,12 +90,14 @@ def remove_axis(tree: Any, index: int, transform_metadata: Any) -> Any:
 
   def one(v: Variable):
     md = dict(v._metadata)
-    if name is not None and md.get("sharding"):
-      md["sharding"] = pop(md["sharding"], name, "sharding")
+    key = _names_key(md)
+    if name is not None and key is not None:
+      md[key] = pop(md[key], name, key)
     for k, val in other.items():
       if isinstance(md.get(k), tuple) and md[k]:
         md[k] = pop(md[k], val, k)
     v._metadata = md
+    v.remove_axis(index, name)
     return v
 
   return jax.tree_util.tree_map(one, tree, is_leaf=lambda x: isinstance(x, Variable))

@@ -243,7 +243,8 @@ def metadata_mesh(md: dict) -> Any:
   """The mesh a Variable's sharding names refer to: a ``NamedSharding``'s, its ``mesh``
   metadata, else the context mesh (``jax.set_mesh``); None without any."""
   names = metadata_names(md)
-  mesh = getattr(names, "mesh", None) or md.get("mesh")
+  mesh = getattr(names, "mesh", None) or getattr(getattr(names, "sharding", None), "mesh", None)
+  mesh = mesh or md.get("mesh")
   if mesh is None:
     mesh = jax.sharding.get_abstract_mesh()
   return None if mesh.empty else mesh

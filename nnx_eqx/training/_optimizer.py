@@ -95,6 +95,16 @@ def _dict_suffix(keypath) -> tuple:
   return tuple(reversed(out))
 
 
+def _opt_metadata(md: dict) -> dict:
+  """A parameter's metadata for its optimizer state: an ``optimizer_sharding`` entry
+  (flax.nnx 0.12) replaces its sharding names, so the state is placed by it."""
+  if "optimizer_sharding" not in md:
+    return md
+  md = {k: v for k, v in md.items() if k != "sharding"}
+  md["out_sharding"] = md.pop("optimizer_sharding")
+  return md
+
+
 def _to_opt_state(state: Any, params: Mapping[tuple, Variable]) -> Any:
   """Wraps every array leaf of an optax state in an ``OptState`` Variable."""
 
@@ -103,7 +113,7 @@ def _to_opt_state(state: Any, params: Mapping[tuple, Variable]) -> Any:
     for i in range(len(suffix)):
       p = params.get(suffix[i:])
       if p is not None and jnp.shape(leaf) == p.shape:
-        return OptVariable(leaf, **p._metadata)
+        return OptVariable(leaf, **_opt_metadata(p._metadata))
     return OptArray(leaf)
 
   return jax.tree_util.tree_map_with_path(wrap, state)
