@@ -294,11 +294,11 @@ def test_transform_metadata_inside_and_outside():
     in_axes=(0, nnx.Carry), out_axes=nnx.Carry, transform_metadata={nnx.PARTITION_NAME: "layers"}
   )
   def forward(layer, x):
-    seen.append(layer.kernel.sharding)
+    seen.append(layer.kernel.out_sharding)
     return layer(x)
 
   forward(stack, X)
-  assert seen == [("embed", "mlp")] and stack.kernel.sharding == ("layers", "embed", "mlp")
+  assert seen == [("embed", "mlp")] and stack.kernel.out_sharding == ("layers", "embed", "mlp")
 
 
 # --------------------------------------------------------------------------
@@ -353,7 +353,7 @@ class ScanMLP(nnx.Module):
 
   @partial(nnx.scan, variable_axes={nnx.Param: 0}, metadata_params={nnx.PARTITION_NAME: "layers"})
   def __call__(self, x, _):
-    SEEN.append(self.linear.kernel.sharding)
+    SEEN.append(self.linear.kernel.out_sharding)
     return self.linear(x), None
 
 
@@ -363,7 +363,7 @@ SEEN: list = []
 def test_seed_scan_decorators_on_init_and_call():
   model = ScanMLP(rngs=nnx.Rngs(params=0))
   assert model.linear.kernel.value.shape == (3, 4, 4)
-  assert model.linear.kernel.sharding == ("layers", "embed", "mlp")
+  assert model.linear.kernel.out_sharding == ("layers", "embed", "mlp")
   k = np.asarray(model.linear.kernel.value)
   assert not np.array_equal(k[0], k[1])
   y, _ = model(X, None)

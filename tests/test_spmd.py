@@ -203,7 +203,7 @@ def test_stacked_layers_shard_over_the_mesh(mesh):
 
   out = forward(stack, jnp.ones((4, 8)))
   assert_trees_close(out.sum(), forward(stack, jnp.ones((4, 8))).sum())
-  assert stack.kernel.sharding == ("layers", "embed", "mlp")
+  assert stack.kernel.out_sharding == ("layers", "embed", "mlp")
 
 
 def test_vmap_and_scan_call_the_variables_add_and_remove_axis():

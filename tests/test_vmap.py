@@ -171,16 +171,16 @@ def test_transform_metadata_moves_the_stacked_axis_name():
     return nnx.Linear(2, 4, kernel_init=init, rngs=rngs)
 
   stack = make(nnx.Rngs(0))
-  assert stack.kernel.sharding == ("layers", "embed", "mlp")
+  assert stack.kernel.out_sharding == ("layers", "embed", "mlp")
 
   @nnx.vmap(in_axes=(0, None), transform_metadata={nnx.PARTITION_NAME: "layers"})
   def apply(m, x):
-    seen.append(m.kernel.sharding)
+    seen.append(m.kernel.out_sharding)
     return m(x)
 
   apply(stack, jnp.ones((1, 2)))
   assert seen == [("embed", "mlp")]
-  assert stack.kernel.sharding == ("layers", "embed", "mlp")
+  assert stack.kernel.out_sharding == ("layers", "embed", "mlp")
 
 
 def test_axis_larger_than_rank_names_path_and_leaves_module_unchanged():

@@ -63,18 +63,27 @@ def with_partitioning(
   mesh: jax.sharding.Mesh | None = None,
   **metadata: Any,
 ) -> Callable[..., Any]:
-  """Wraps an initializer so its Variable carries ``sharding`` (mesh or logical
-  axis names, one per dimension), as flax.nnx.with_partitioning.
+  """Wraps an initializer so its Variable carries ``out_sharding`` (mesh or logical
+  axis names, one per dimension), as flax.nnx 0.12's ``with_partitioning``.
+
+  As in flax, ``v.out_sharding`` holds the names, and ``v.sharding`` is then the
+  value's own ``jax.sharding`` (placed on creation under a mesh, see
+  ``nnx.use_eager_sharding``). :func:`with_logical_partitioning` keeps the seeds'
+  ``sharding`` key instead.
 
   Example:
     >>> import jax, nnx_eqx as nnx
     >>> init = nnx.with_partitioning(jax.nn.initializers.ones, (None, "model"))
-    >>> nnx.Param(init(jax.random.key(0), (2, 4))).sharding
+    >>> nnx.Param(init(jax.random.key(0), (2, 4))).out_sharding
     (None, 'model')
   """
+  return _annotated(initializer, "out_sharding", sharding, mesh, metadata)
+
+
+def _annotated(initializer, key: str, names, mesh, metadata: dict) -> Callable[..., Any]:
   if mesh is not None:
     metadata["mesh"] = mesh
-  return with_metadata(initializer, sharding=tuple(sharding), **metadata)
+  return with_metadata(initializer, **{key: tuple(names)}, **metadata)
 
 
 def with_logical_partitioning(
@@ -83,7 +92,8 @@ def with_logical_partitioning(
   mesh: jax.sharding.Mesh | None = None,
   rules: Rules | None = None,
 ) -> Callable[..., Any]:
-  """Like :func:`with_partitioning` with logical names; ``rules`` (optional)
+  """Like :func:`with_partitioning` with logical names, kept under the seeds'
+  ``sharding`` key (``v.sharding`` returns the names); ``rules`` (optional)
   are stored as the Variable's ``sharding_rules`` and take precedence over
   the context rules (the seeds' / flax.linen's name).
 
@@ -98,7 +108,7 @@ def with_logical_partitioning(
   extra: dict = {}
   if rules is not None:
     extra["sharding_rules"] = tuple(tuple(r) for r in rules)
-  return with_partitioning(initializer, names, mesh, **extra)
+  return _annotated(initializer, "sharding", names, mesh, extra)
 
 
 # --------------------------------------------------------------------------
