@@ -205,7 +205,11 @@ from .transforms import CompiledStructureError as CompiledStructureError
 # --- spmd ---
 from . import spmd as spmd
 from .spmd import PARTITION_NAME as PARTITION_NAME
+from .spmd import abstract_with_sharding as abstract_with_sharding
 from .spmd import as_abstract as as_abstract
+from .spmd import get_abstract_model as get_abstract_model
+from .spmd import use_eager_sharding as use_eager_sharding
+from .spmd import using_eager_sharding as using_eager_sharding
 from .spmd import ShardingError as ShardingError
 from .spmd import UnknownMeshAxisError as UnknownMeshAxisError
 from .spmd import get_logical_axis_rules as get_logical_axis_rules

@@ -10,6 +10,7 @@ from .graphlib import flatten as flatten
 from .module import iter_children as iter_children
 from .module import view as view
 from .module import view_info as view_info
+from .spmd import get_abstract_model as get_abstract_model
 from .transforms._custom_vjp import custom_vjp as custom_vjp
 from .transforms._graph_keywords import checkify as checkify
 from .transforms._graph_keywords import clone as clone

@@ -38,6 +38,7 @@ from .graph._graphlib import flatten as flatten
 from .graph._graphlib import merge as merge
 from .graph._graphlib import split as split
 from .graph._graphlib import unflatten as unflatten
+from .graph._map import map_leaves as _map_leaves
 from .graph._nodedefs import NodeDef as NodeDef
 from .graph._nodedefs import NodeRef as NodeRef
 from .graph._nodedefs import TreeNodeDef as TreeNodeDef
@@ -54,6 +55,7 @@ from .transforms._graph_keywords import update as update
 from .transforms._graph_keywords import variables as variables
 from .transforms._rng_tools import recursive_map as recursive_map
 
+map = _map_leaves  # noqa: A001 (flax.nnx.graphlib.map)
 pure = _deprecated(as_pure)
 """Deprecated alias of ``nnx.as_pure`` (as in flax.nnx 0.12)."""
 vars_as = _deprecated(with_vars)

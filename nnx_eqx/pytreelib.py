@@ -4,6 +4,7 @@ data/static markers.
 A re-export namespace (see ``nnx_eqx/__init__.py``, "flax 0.12 import surface").
 """
 
+from .module._pytree import DATA_TAG, STATIC_TAG
 from .module._pytree import Object as Object
 from .module._pytree import ObjectMeta as ObjectMeta
 from .module._pytree import Pytree as Pytree
@@ -15,3 +16,8 @@ from .module._pytree import has_data as has_data
 from .module._pytree import is_data as is_data
 from .module._pytree import register_data_type as register_data_type
 from .module._pytree import static as static
+
+DataAnnotation = DATA_TAG
+"""The ``Annotated`` tag of ``nnx.Data[...]``."""
+StaticAnnotation = STATIC_TAG
+"""The ``Annotated`` tag of ``nnx.Static[...]``."""

@@ -16,6 +16,8 @@ from .graph._variables import Variable as Variable
 from .graph._variables import VariableMetadata as VariableMetadata
 from .graph._variables import as_pure as as_pure
 from .graph._variables import with_metadata as with_metadata
+from .spmd import use_eager_sharding as use_eager_sharding
+from .spmd import using_eager_sharding as using_eager_sharding
 
 VariableState = Variable
 """flax 0.12 keeps ``VariableState`` as an alias of ``Variable``."""

@@ -200,10 +200,67 @@ def test_grads_missing_paths_raise_naming_them():
     opt.update(model, grads)
   with pytest.raises(nnx.StateMismatchError, match="grads must be a State"):
     opt.update(model, [1.0])
-  holder = nnx.Module()
-  holder.raw = jnp.ones(3)
-  with pytest.raises(nnx.GraphStructureError, match="selects raw arrays .* at raw"):
-    nnx.Optimizer(holder, optax.sgd(0.1), wrt=...)
+
+
+class RawLinear(nnx.Module):
+  """Raw jax.Array attributes as graph leaves (flax.nnx 0.12's 07_array_leaves)."""
+
+  def __init__(self):
+    self.w = jnp.asarray(RNG.standard_normal((3, 2)), jnp.float32)
+    self.b = jnp.zeros((2,))
+    self.count = jnp.array(0)
+
+  def __call__(self, x):
+    self.count += 1
+    return x @ self.w + self.b
+
+
+def _is_wb(path, value) -> bool:
+  return path[-1] in ("w", "b")
+
+
+def test_raw_array_leaves_are_optimized_like_an_optax_loop():
+  model = RawLinear()
+  opt = nnx.Optimizer(model, optax.adam(0.1), wrt=_is_wb)
+  assert type(opt.opt_state[0].mu["w"]).__name__ == "OptArray"
+  counter = TraceCounter()
+
+  @nnx.jit
+  @counter
+  def step(model, opt):
+    grads = nnx.grad(lambda m: jnp.mean((m(X) - Y) ** 2), argnums=nnx.DiffState(0, _is_wb))(model)
+    opt.update(model, grads)
+
+  tx = optax.adam(0.1)
+  params = {"b": model.b, "w": model.w}
+  with jax.numpy_dtype_promotion("standard"):  # optax relies on it
+    opt_state = tx.init(params)
+    for _ in range(3):
+      grads = jax.grad(lambda p: jnp.mean((X @ p["w"] + p["b"] - Y) ** 2))(params)
+      updates, opt_state = tx.update(grads, opt_state, params)
+      params = optax.apply_updates(params, updates)
+  step(model, opt)
+  with assert_no_retrace(counter):
+    step(model, opt)
+    step(model, opt)
+  assert_trees_close({"b": model.b, "w": model.w}, params)
+  assert int(model.count) == 3 and int(opt.step.value) == 3
+
+
+def test_a_failed_update_of_raw_array_leaves_changes_nothing():
+  model = RawLinear()
+  opt = nnx.Optimizer(model, optax.sgd(0.1), wrt=_is_wb)
+  before = jax.tree.leaves((nnx.state(model), nnx.state(opt)))
+
+  @nnx.jit
+  def broken(model, opt):
+    grads = nnx.grad(lambda m: jnp.sum(m(X)), argnums=nnx.DiffState(0, _is_wb))(model)
+    opt.update(model, grads)
+    raise ValueError("after the update")
+
+  with pytest.raises(ValueError, match="after the update"):
+    broken(model, opt)
+  assert_trees_equal(jax.tree.leaves((nnx.state(model), nnx.state(opt))), before)
 
 
 def test_update_accepts_gradients_as_a_module_copy():

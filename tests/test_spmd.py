@@ -81,10 +81,11 @@ def test_logical_rules_follow_precedence_and_replicate_unmapped_names():
 
 
 def test_variable_rules_win_over_context_rules():
+  # as flax.nnx: the Variable's own rules first, the context's for names they do not map
   init = nnx.with_logical_partitioning(INIT, ("a", "b"), rules=(("a", "data"),))
   p = nnx.Param(init(jax.random.key(0), (4, 4)))
-  with nnx.logical_axis_rules((("b", "model"),)):
-    assert nnx.get_partition_spec(p).value == P("data", None)
+  with nnx.logical_axis_rules((("b", "model"), ("a", "model"))):
+    assert nnx.get_partition_spec(p).value == P("data", "model")
 
 
 def test_sharded_init_inside_jit(mesh):

@@ -24,7 +24,8 @@ class State(MutableMapping):
   """A nested mapping from keys to sub-States or leaves (Variables or arrays).
 
   Args:
-    mapping: a (possibly nested) mapping; nested plain dicts become States.
+    mapping: a (possibly nested) mapping, or ``(key, value)`` pairs; nested plain
+      dicts become States.
 
   Example:
     >>> import jax, jax.numpy as jnp, nnx_eqx as nnx
@@ -39,10 +40,10 @@ class State(MutableMapping):
 
   __slots__ = ("_mapping",)
 
-  def __init__(self, mapping: Mapping | None = None, /):
+  def __init__(self, mapping: Mapping | Iterable[tuple[Any, Any]] | None = None, /):
     m: dict = {}
     if mapping is not None:
-      for k, v in mapping.items():
+      for k, v in mapping.items() if isinstance(mapping, Mapping) else mapping:
         m[k] = State(v) if isinstance(v, Mapping) and not isinstance(v, State) else v
     object.__setattr__(self, "_mapping", m)
 

@@ -13,6 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 _DEFAULTS: dict[str, bool] = {"hijax": False, "ref": False}
+_EAGER: dict[str, bool] = {"eager_sharding": True}
+"""Whether new Variables with sharding metadata are placed on creation (flax 0.12's
+``flax_always_shard_variable``, on by default)."""
 
 
 class VarDefaults(Mapping):
@@ -38,29 +41,34 @@ class VarDefaults(Mapping):
 
 
 class _VarDefaultsSetting:
-  def __init__(self, changes: dict[str, bool]):
-    self._previous = dict(_DEFAULTS)
+  """Applies ``changes`` to ``store`` now; undone at the end of a ``with`` block, or,
+  used as a decorator, applied only while the decorated function runs."""
+
+  def __init__(self, changes: dict[str, bool], store: dict[str, bool] = _DEFAULTS):
+    self._store = store
+    self._previous = dict(store)
     self._changes = changes
-    _DEFAULTS.update(changes)
+    store.update(changes)
 
   def __enter__(self):
     return self
 
   def __exit__(self, *exc) -> None:
-    _DEFAULTS.update(self._previous)
+    self._store.update(self._previous)
 
   def __call__(self, fn):
-    _DEFAULTS.update(self._previous)
+    store = self._store
+    store.update(self._previous)
     changes = self._changes
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-      previous = dict(_DEFAULTS)
-      _DEFAULTS.update(changes)
+      previous = dict(store)
+      store.update(changes)
       try:
         return fn(*args, **kwargs)
       finally:
-        _DEFAULTS.update(previous)
+        store.update(previous)
 
     return wrapper
 
@@ -87,3 +95,51 @@ def var_defaults(*, hijax: bool | None = None, ref: bool | None = None) -> Any:
     if not isinstance(v, bool):
       raise TypeError(f"var_defaults: {k} must be a bool, got {v!r}.")
   return _VarDefaultsSetting(changes)
+
+
+def use_eager_sharding(value: bool, /) -> Any:
+  """Sets whether new Variables with sharding metadata are placed on creation.
+
+  As flax.nnx 0.12: a Variable created with ``sharding``/``out_sharding`` axis
+  names while a mesh is set (``jax.set_mesh``, or ``mesh=`` metadata) holds its
+  value sharded accordingly (``jax.lax.with_sharding_constraint``, or
+  ``jax.sharding.reshard`` on explicit meshes). On by default. The setting
+  applies now, until the end of a ``with`` block, or while a decorated function
+  runs. A Variable's own ``eager_sharding=`` keyword wins. Unlike flax, a
+  Variable with sharding names but no mesh keeps its value as is (no error).
+
+  Args:
+    value: True to place new Variables on creation.
+
+  Returns:
+    A context manager / decorator restoring the previous setting.
+
+  Raises:
+    TypeError: if ``value`` is not a bool.
+
+  Example:
+    >>> import nnx_eqx as nnx
+    >>> with nnx.use_eager_sharding(False):
+    ...   nnx.using_eager_sharding()
+    False
+    >>> nnx.using_eager_sharding()
+    True
+  """
+  if not isinstance(value, bool):
+    raise TypeError(f"use_eager_sharding: value must be a bool, got {value!r}.")
+  return _VarDefaultsSetting({"eager_sharding": value}, _EAGER)
+
+
+def using_eager_sharding() -> bool:
+  """Whether new Variables with sharding metadata are placed on creation
+  (see :func:`use_eager_sharding`).
+
+  Raises:
+    TypeError: never.
+
+  Example:
+    >>> import nnx_eqx as nnx
+    >>> nnx.using_eager_sharding()
+    True
+  """
+  return _EAGER["eager_sharding"]

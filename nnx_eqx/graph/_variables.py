@@ -18,7 +18,7 @@ import numpy as np
 
 from . import _version
 from ._tracing import check_trace, current_trace
-from ._var_defaults import _DEFAULTS
+from ._var_defaults import _DEFAULTS, _EAGER
 from ._variable_metadata import MetadataMethods
 
 A = TypeVar("A")
@@ -100,6 +100,11 @@ def _unwrap(x):
   return _read(x._value) if isinstance(x, Variable) else x
 
 
+SHARD_ON_CREATE: list = [None]
+"""``[(value, metadata) -> value]``: places a new Variable's value per its sharding
+metadata (eager sharding); installed by ``nnx_eqx.spmd``, which this layer cannot import."""
+
+
 class Variable(MetadataMethods, Generic[A]):
   """A mutable box holding a JAX value plus metadata; its type is its collection.
 
@@ -113,7 +118,10 @@ class Variable(MetadataMethods, Generic[A]):
     value: the wrapped value (usually a ``jax.Array``), or a
       :class:`VariableMetadata`, whose metadata is merged in.
     **metadata: free-form metadata, read back as attributes
-      (``v.sharding``); ``sharding`` holds logical axis names. ``ref=True``
+      (``v.sharding``); ``sharding`` (or flax 0.12's ``out_sharding``) holds
+      axis names: under a mesh (``jax.set_mesh`` or ``mesh=`` metadata) the
+      value is placed accordingly on creation, unless ``eager_sharding=False``
+      or ``nnx.use_eager_sharding(False)`` (as flax.nnx 0.12). ``ref=True``
       (default: ``nnx.var_defaults().ref``) stores the value in a ``jax.Ref``
       (reads give arrays, writes update the ref in place); ``hijax`` is
       accepted for flax compatibility and ignored (never hijax here).
@@ -143,6 +151,13 @@ class Variable(MetadataMethods, Generic[A]):
       value = value._value
     metadata.pop("hijax", None)
     ref = metadata.pop("ref", None)
+    eager = metadata.pop("eager_sharding", None)
+    if ("sharding" in metadata or "out_sharding" in metadata) and (
+      eager if eager is not None else _EAGER["eager_sharding"]
+    ):
+      shard = SHARD_ON_CREATE[0]
+      if shard is not None:
+        value = shard(value, metadata)
     if ref if ref is not None else _DEFAULTS["ref"]:
       value = _to_ref(value)
     d = self.__dict__

@@ -22,7 +22,7 @@ from ._errors import GraphStructureError
 from ._filters import to_predicate
 from ._graphdef import GraphDef, StaticValue, _metadata_from_def, _var_metadata_def
 from ._node_types import LEAF, MAP, NODE, REF, SEQ, STATIC, VAR, NodeImpl, node_impl
-from ._state import check_catch_all_last, non_exhaustive_error
+from ._state import State, check_catch_all_last, non_exhaustive_error
 from ._tracing import current_trace
 from ._variables import Variable, new_variable
 
@@ -269,7 +269,7 @@ class _Walker:
       if all(s[0] == STATIC for s in subs):
         return (STATIC, StaticValue(value))
       return (SEQ, t, subs)
-    if t is dict:
+    if t is dict or t is State:  # a State held as data is a container of its Variables
       if not value:
         return (STATIC, StaticValue(value))
       parent = _Lazy(pos)

@@ -30,6 +30,7 @@ from ..graph import _graph, _node_types, _version
 from ..graph._errors import NnxError
 from ..graph._graph import NodeImpl, is_node
 from ..graph._repr import module_repr, treescope_module
+from ..graph._state import State
 from ..graph._tracing import check_trace, current_trace
 
 A = TypeVar("A")
@@ -340,7 +341,7 @@ def check_pytree(pytree: Any) -> None:
     >>> try:
     ...   nnx.check_pytree(foo)
     ... except nnx.PytreeDataError as e:
-    ...   print(str(e)[:75])
+    ...   print(str(e)[:81])
     Found unexpected data on value of type <class 'list'> in static attribute 'names'
   """
   if not isinstance(pytree, Pytree):
@@ -452,7 +453,10 @@ def _children(obj) -> list:
   kinds = {**fields, **(marks or {})}
   return [
     (k, DataLeaf(v))
-    if kinds.get(k) and v is not None and not isinstance(v, (list, tuple, dict)) and not is_data(v)
+    if kinds.get(k)
+    and v is not None
+    and not isinstance(v, (list, tuple, dict, State))
+    and not is_data(v)
     else (k, v)
     for k, v in items
   ]

@@ -31,7 +31,11 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from ..graph._graph import variables as _variables
 from ..graph._node_types import is_graph_node
+from ..graph._var_defaults import use_eager_sharding as use_eager_sharding
+from ..graph._var_defaults import using_eager_sharding as using_eager_sharding
 from ._abstract import as_abstract as as_abstract
+from ._eager import abstract_with_sharding as abstract_with_sharding
+from ._eager import get_abstract_model as get_abstract_model
 from ._spmd_axes import PARTITION_NAME as PARTITION_NAME
 from ._spmd_axes import add_axis as add_axis
 from ._spmd_axes import remove_axis as remove_axis
@@ -44,6 +48,7 @@ from ._spmd_rules import logical_axis_rules as logical_axis_rules
 from ._spmd_rules import logical_to_mesh as logical_to_mesh
 from ._spmd_rules import logical_to_mesh_axes as logical_to_mesh_axes
 from ._spmd_rules import logical_to_mesh_sharding as logical_to_mesh_sharding
+from ._spmd_rules import metadata_spec
 from ._spmd_rules import set_logical_axis_rules as set_logical_axis_rules
 from ..graph._state import State
 from ..graph._variables import Variable, with_metadata
@@ -99,20 +104,12 @@ def with_logical_partitioning(
 # --------------------------------------------------------------------------
 # Specs and shardings of state
 # --------------------------------------------------------------------------
-def _rules_for(v: Variable, rules: Rules | None):
-  own = v._metadata.get("sharding_rules")
-  if own:
-    return own
-  if rules is not None:
-    return rules
-  return get_logical_axis_rules()
-
-
 def variable_spec(v: Variable, rules: Rules | None = None) -> PartitionSpec:
   """The mesh ``PartitionSpec`` of one Variable (``P()`` without ``sharding``).
 
-  Rules: the Variable's ``sharding_rules`` metadata, else ``rules``, else the
-  context's; without any, the names are mesh axes.
+  The names are ``sharding`` metadata (or flax 0.12's ``out_sharding``). Rules:
+  the Variable's ``sharding_rules`` metadata first, then ``rules`` (else the
+  context's), as flax.nnx composes them; without any, the names are mesh axes.
 
   Example:
     >>> import jax.numpy as jnp, nnx_eqx as nnx
@@ -120,13 +117,7 @@ def variable_spec(v: Variable, rules: Rules | None = None) -> PartitionSpec:
     >>> nnx.spmd.variable_spec(p), nnx.spmd.variable_spec(p, [("mlp", "model")])
     (P('embed', 'mlp'), P(None, 'model'))
   """
-  names = v._metadata.get("sharding")
-  if not names:
-    return PartitionSpec()
-  r = _rules_for(v, rules)
-  if r:
-    return logical_to_mesh_axes(tuple(names), r)
-  return PartitionSpec(*names)
+  return metadata_spec(v._metadata, rules)
 
 
 def get_partition_spec(tree: Any, rules: Rules | None = None) -> Any:

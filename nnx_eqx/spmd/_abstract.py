@@ -5,16 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import jax
-from jax.sharding import NamedSharding, PartitionSpec
+from jax.sharding import NamedSharding
 
 from ..graph._map import map_leaves
 from ..graph._variables import Variable
-from ._spmd_rules import get_logical_axis_rules, logical_to_mesh_axes
-
-
-def _spec(v: Variable, names: tuple) -> PartitionSpec:
-  rules = v._metadata.get("sharding_rules") or get_logical_axis_rules()
-  return logical_to_mesh_axes(names, rules) if rules else PartitionSpec(*names)
+from ._spmd_rules import metadata_mesh, metadata_names, metadata_spec
 
 
 def as_abstract(tree: Any, graph: bool | None = None) -> Any:
@@ -52,13 +47,13 @@ def as_abstract(tree: Any, graph: bool | None = None) -> Any:
     value = x._value
     if not isinstance(value, jax.ShapeDtypeStruct) or value.sharding is not None:
       return x
-    names = x._metadata.get("sharding") or x._metadata.get("out_sharding")
+    names = metadata_names(x._metadata)
     if not names:
       return x
-    mesh = x._metadata.get("mesh") or jax.sharding.get_abstract_mesh()
-    if not mesh.axis_names:
+    mesh = metadata_mesh(x._metadata)
+    if mesh is None:
       return x
-    sharding = NamedSharding(mesh, _spec(x, tuple(names)))
+    sharding = NamedSharding(mesh, metadata_spec(x._metadata))
     return x.replace(jax.ShapeDtypeStruct(value.shape, value.dtype, sharding=sharding))
 
   return map_leaves(add_sharding, tree, graph=graph)

@@ -214,3 +214,36 @@ def _key(k) -> Any:
     if hasattr(k, attr):
       return getattr(k, attr)
   return str(k)
+
+
+def metadata_names(md: dict) -> Any:
+  """The axis names of a Variable's metadata: ``sharding`` (nnx_eqx) or
+  ``out_sharding`` (flax 0.12); a ``PartitionSpec`` or ``NamedSharding`` may stand
+  for them."""
+  names = md.get("sharding")
+  return names if names else md.get("out_sharding")
+
+
+def metadata_spec(md: dict, rules: Any = None) -> PartitionSpec:
+  """The mesh ``PartitionSpec`` of a Variable's metadata: logical names go
+  through its own ``sharding_rules`` first, then ``rules`` (else the context's)."""
+  names = metadata_names(md)
+  if not names:
+    return PartitionSpec()
+  if isinstance(names, NamedSharding):
+    names = names.spec
+  own = tuple(md.get("sharding_rules") or ())
+  other = tuple(rules if rules is not None else get_logical_axis_rules())
+  if own or other:
+    return logical_to_mesh_axes(tuple(names), own + other)
+  return PartitionSpec(*names)
+
+
+def metadata_mesh(md: dict) -> Any:
+  """The mesh a Variable's sharding names refer to: a ``NamedSharding``'s, its ``mesh``
+  metadata, else the context mesh (``jax.set_mesh``); None without any."""
+  names = metadata_names(md)
+  mesh = getattr(names, "mesh", None) or md.get("mesh")
+  if mesh is None:
+    mesh = jax.sharding.get_abstract_mesh()
+  return None if mesh.empty else mesh

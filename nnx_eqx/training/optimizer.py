@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import optax
 
 from ..graph import _graph
-from ..graph._errors import GraphStructureError, StateMismatchError
+from ..graph._errors import StateMismatchError
 from ..graph._filters import Filter
 from ..graph._graph_state import GraphState
 from ..graph._state import State
@@ -64,6 +64,15 @@ class OptVariable(OptState):
 
 def _is_var(x) -> bool:
   return isinstance(x, Variable)
+
+
+def _value(x) -> Any:
+  return x.value if isinstance(x, Variable) else x
+
+
+def _raw_state(state: State) -> State:
+  """``state`` with raw values in place of Variables (the form optax sees)."""
+  return State.from_flat_path({p: _value(v) for p, v in state.to_flat_dict().items()})
 
 
 def _get(tree: Mapping, path: tuple) -> Any:
@@ -170,8 +179,12 @@ class Optimizer(Module):
   model; the updates to both are written back. optax runs under standard dtype
   promotion (it relies on it), even when ``jax_numpy_dtype_promotion`` is strict.
 
+  ``wrt`` may also select raw ``jax.Array`` attributes (graph leaves that are not
+  Variables, as flax.nnx 0.12 allows): their optax state is held in ``OptArray``
+  Variables and ``update`` writes their new values back into the model.
+
   Raises:
-    GraphStructureError: if ``wrt`` selects raw arrays instead of Variables.
+    StateMismatchError: from ``update``, if the gradients lack a selected path.
 
   Example:
     >>> import jax.numpy as jnp, optax, nnx_eqx as nnx
@@ -195,19 +208,13 @@ class Optimizer(Module):
     self.tx = tx
     self.wrt = wrt
     flat = _graph.variables(model, wrt).to_flat_dict()
-    raw = [p for p, v in flat.items() if not _is_var(v)]
-    if raw:
-      raise GraphStructureError(
-        f"Optimizer: wrt={wrt!r} selects raw arrays (not Variables) at"
-        f" {', '.join(_fmt(p) for p in raw[:8])}; they cannot be updated in place. Fix: store"
-        " them as nnx.Param (or another Variable), or narrow `wrt`."
-      )
-    params = State.from_flat_path({p: v.value for p, v in flat.items()})
+    params = State.from_flat_path({p: _value(v) for p, v in flat.items()})
     with _standard_promotion():
       state = tx.init(params)
     # Stored directly and marked as data: a top-level dict must stay a plain dict (not an
     # nnx.Dict) so that its leaves are read and written the same way as those of tuple states.
-    self.__dict__["opt_state"] = _to_opt_state(state, flat)
+    variables = {p: v for p, v in flat.items() if _is_var(v)}
+    self.__dict__["opt_state"] = _to_opt_state(state, variables)
     self.__dict__["_nnx_marks"] = {**(self.__dict__.get("_nnx_marks") or {}), "opt_state": True}
 
   def update(self, model: Any, grads: Any, /, **kwargs: Any) -> Any:
@@ -252,16 +259,22 @@ class Optimizer(Module):
         f" (wrt={self.wrt!r}). Fix: compute the grads with the same filter, e.g."
         " `nnx.grad(loss_fn, wrt=<the optimizer's wrt>)(model)`."
       )
-    params = State.from_flat_path({p: v.value for p, v in flat.items()})
-    g = State.from_flat_path({p: gflat[p].value if _is_var(gflat[p]) else gflat[p] for p in flat})
+    params = State.from_flat_path({p: _value(v) for p, v in flat.items()})
+    g = State.from_flat_path({p: _value(gflat[p]) for p in flat})
     opt_vars, opt_def = jax.tree.flatten(self.opt_state, is_leaf=_is_var)
     opt_pure = jax.tree.unflatten(opt_def, [v.value for v in opt_vars])
-    extra = {k: v.to_pure_dict() if isinstance(v, State) else v for k, v in kwargs.items()}
+    extra = {k: _raw_state(v) if isinstance(v, State) else v for k, v in kwargs.items()}
     with _standard_promotion():
       updates, new_state = self.tx.update(g, opt_pure, params, **extra)
       new_params = optax.apply_updates(params, updates)
+    raw = {}
     for p, v in flat.items():
-      v.value = _get(new_params, p)
+      if _is_var(v):
+        v.value = _get(new_params, p)
+      else:
+        raw[p] = _get(new_params, p)
+    if raw:  # raw array leaves (as flax.nnx 0.12 allows) are written back through the graph
+      _graph.update(model, State.from_flat_path(raw))
     for v, new in zip(opt_vars, opt_def.flatten_up_to(new_state)):  # type: ignore[attr-defined]
       v.value = new
     self.step.value = self.step.value + 1
