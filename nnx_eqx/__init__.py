@@ -3,7 +3,8 @@
 ``import nnx_eqx as nnx`` reads like flax.nnx code. See the README.
 """
 
-from . import filters as filters
+from . import filterlib as filterlib
+from . import filterlib as filters  # the name nnx_eqx used before flax's ``filterlib``
 from . import graphlib as graphlib
 from . import statelib as statelib
 from . import extract as extract
@@ -267,8 +268,8 @@ from . import compat as compat
 from . import legacy as legacy
 from . import metrics as metrics
 from .graph._diff_state import DiffState as DiffState
-from .training._ema import EMA as EMA
-from .training._ema import ModelAndOptimizer as ModelAndOptimizer
+from .training.ema import EMA as EMA
+from .training.optimizer import ModelAndOptimizer as ModelAndOptimizer
 from .graph._errors import UnknownStreamError as UnknownStreamError
 from .transforms._graph_keywords import clone as clone
 from .transforms._graph_keywords import cond as cond
@@ -294,11 +295,11 @@ from .transforms._graph_keywords import while_loop as while_loop
 from .graph._graph_mode import get_graph_mode as get_graph_mode
 from .graph._graph_state import GraphState as GraphState
 from .graph._graph_state import unpack as unpack
-from .training._metrics import Metric as Metric
+from .training.metrics import Metric as Metric
 from .nn import LoRA as LoRA
 from .nn import LoRALinear as LoRALinear
 from .nn import LoRAParam as LoRAParam
-from .training._metrics import MultiMetric as MultiMetric
+from .training.metrics import MultiMetric as MultiMetric
 from .graph._graph_mode import set_graph_mode as set_graph_mode
 from .graph._graph_mode import set_graph_updates as set_graph_updates
 from .transforms._rng_tools import fork_rngs as fork_rngs
@@ -315,6 +316,42 @@ from .graph._state_tools import to_flat_state as to_flat_state
 from .graph._state_tools import to_pure_dict as to_pure_dict
 
 # --- end flax 0.12 parity ---
+
+# --- flax 0.12 import surface ---
+# flax.nnx's public module paths exist here too (tests/test_flax_surface.py checks the
+# list in tests/parity/flax_surface.json). Where nnx_eqx's implementation file holds the
+# concept it is that module (nn.linear, nn.attention, nn.normalization, nn.recurrent,
+# nn.lora, nn.stochastic, training.optimizer/metrics/ema, traversals, deprecations);
+# the remaining paths are re-export namespaces, all at the package top level
+# (filterlib, graphlib, statelib, variablelib, rnglib, pytreelib, helpers, summary,
+# visualization, compat, extract) or in transforms/ (autodiff, compilation, iteration,
+# transforms).
+from . import deprecations as deprecations
+from . import helpers as helpers
+from . import pytreelib as pytreelib
+from . import rnglib as rnglib
+from . import summary as summary
+from . import traversals as traversals
+from . import visualization as visualization
+from .graph._state import FlatState as FlatState
+from .graph._state_tools import map_state as map_state
+from .graphlib import UpdateContext as UpdateContext
+from .graphlib import current_update_context as current_update_context
+from .graphlib import flatten as flatten
+from .graphlib import pure as pure
+from .graphlib import unflatten as unflatten
+from .graphlib import vars_as as vars_as
+from .module import Object as Object
+from .module import check_pytree as check_pytree
+from .module import has_data as has_data
+from .module import iter_module_children as iter_module_children
+from .transforms._transform_metadata import transform_metadata as transform_metadata
+from .variablelib import VariableState as VariableState
+from .variablelib import register_variable_name as register_variable_name
+from .variablelib import variable_name_from_type as variable_name_from_type
+from .variablelib import variable_type_from_name as variable_type_from_name
+
+# --- end flax 0.12 import surface ---
 
 # Seed-era names.
 ModuleDef = GraphDef

@@ -5,15 +5,31 @@
 ``GraphDef.nodes`` lists.
 """
 
+from .deprecations import deprecated as _deprecated
+from .graph import Key as Key
+from .graph import is_graph_node as is_graph_node
+from .graph import is_node as is_node
+from .graph._cached_partial import cached_partial as cached_partial
 from .graph._contexts import MergeContext as MergeContext
 from .graph._contexts import SplitContext as SplitContext
+from .graph._contexts import UpdateContext as UpdateContext
+from .graph._contexts import current_update_context as current_update_context
 from .graph._contexts import merge_context as merge_context
 from .graph._contexts import split_context as split_context
 from .graph._contexts import update_context as update_context
+from .graph._duplicates import find_duplicates as find_duplicates
 from .graph._errors import SharedReferenceError as SharedReferenceError
 from .graph._errors import UpdateContextError as UpdateContextError
 from .graph._flat_state import FlatState as FlatState
+from .graph._graph import iter_graph as iter_graph
+from .graph._graph import set_metadata as set_metadata
+from .graph._graph_mode import set_graph_mode as set_graph_mode
+from .graph._graph_mode import set_graph_updates as set_graph_updates
+from .graph._graph_state import GraphState as GraphState
+from .graph._graph_state import unpack as unpack
 from .graph._graphdef import GraphDef as GraphDef
+from .graph._graphdef import PureState as PureState
+from .graph._graphdef import call as call
 from .graph._graphlib import IndexMap as IndexMap
 from .graph._graphlib import RefMap as RefMap
 from .graph._graphlib import _flatten_pytree as _flatten_pytree
@@ -22,7 +38,25 @@ from .graph._graphlib import flatten as flatten
 from .graph._graphlib import merge as merge
 from .graph._graphlib import split as split
 from .graph._graphlib import unflatten as unflatten
+from .graph._map import map_leaves as _map_leaves
 from .graph._nodedefs import NodeDef as NodeDef
 from .graph._nodedefs import NodeRef as NodeRef
 from .graph._nodedefs import TreeNodeDef as TreeNodeDef
 from .graph._nodedefs import VariableDef as VariableDef
+from .graph._variables import as_pure as as_pure
+from .module import iter_children as iter_children
+from .module import iter_module_children as iter_module_children
+from .module import with_vars as with_vars
+from .transforms._graph_keywords import clone as clone
+from .transforms._graph_keywords import graphdef as graphdef
+from .transforms._graph_keywords import pop as pop
+from .transforms._graph_keywords import state as state
+from .transforms._graph_keywords import update as update
+from .transforms._graph_keywords import variables as variables
+from .transforms._rng_tools import recursive_map as recursive_map
+
+map = _map_leaves  # noqa: A001 (flax.nnx.graphlib.map)
+pure = _deprecated(as_pure)
+"""Deprecated alias of ``nnx.as_pure`` (as in flax.nnx 0.12)."""
+vars_as = _deprecated(with_vars)
+"""Deprecated alias of ``nnx.with_vars`` (as in flax.nnx 0.12)."""

@@ -5,6 +5,7 @@ from .graph._state import State as State
 from .graph._state_tools import diff as diff
 from .graph._state_tools import filter_state as filter_state
 from .graph._state_tools import from_flat_state as from_flat_state
+from .graph._state_tools import map_state as map_state
 from .graph._state_tools import merge_state as merge_state
 from .graph._state_tools import replace_by_pure_dict as replace_by_pure_dict
 from .graph._state_tools import restore_int_paths as restore_int_paths

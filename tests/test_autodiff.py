@@ -47,7 +47,7 @@ def test_wrt_filter_and_has_aux():
   )(m)
   assert aux == "aux" and sorted(grads) == ["l2"]
   g_scale = nnx.grad(lambda m: loss(m, x), wrt=nnx.BatchStat)(m)
-  assert list(g_scale.flat_state()) == [("scale",)]
+  assert list(g_scale.to_flat_dict()) == [("scale",)]
 
 
 def test_argnums_module_and_array():

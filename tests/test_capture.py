@@ -32,7 +32,7 @@ class Net(nnx.Module):
 
 
 def _state_paths(state):
-  return sorted(state.flat_state())
+  return sorted(state.to_flat_dict())
 
 
 def test_sown_values_come_back_by_module_path_and_the_modules_are_left_clean():

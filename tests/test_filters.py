@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import nnx_eqx as nnx
-from nnx_eqx.filters import to_predicate
+from nnx_eqx.filterlib import to_predicate
 
 
 class Model(nnx.Module):
@@ -21,7 +21,7 @@ class Model(nnx.Module):
 
 
 def paths(state):
-  return sorted("/".join(map(str, p)) for p in state.flat_state())
+  return sorted("/".join(map(str, p)) for p in state.to_flat_dict())
 
 
 @pytest.mark.parametrize(
@@ -57,7 +57,7 @@ def test_filter_selects(flt, expected):
 def test_first_matching_filter_wins():
   _, a, b = nnx.split(Model(), nnx.Variable, ...)
   assert paths(b) == ["buf"]
-  assert len(a.flat_state()) == 6
+  assert len(a.to_flat_dict()) == 6
 
 
 def test_combinators_hash_and_compare():

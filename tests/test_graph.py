@@ -26,8 +26,8 @@ class Tied(nnx.Module):
 def test_split_paths_sorted_and_filters():
   m = Block(nnx.Rngs(0))
   graphdef, params, rest = nnx.split(m, nnx.Param, ...)
-  assert list(params.flat_state()) == [("linear", "bias"), ("linear", "kernel")]
-  assert list(rest.flat_state()) == [("buffer",), ("stat",)]
+  assert list(params.to_flat_dict()) == [("linear", "bias"), ("linear", "kernel")]
+  assert list(rest.to_flat_dict()) == [("buffer",), ("stat",)]
   assert isinstance(params.linear.kernel, nnx.Param)
   assert isinstance(rest.buffer, jax.Array)
   m2 = nnx.merge(graphdef, params, rest)
@@ -38,7 +38,7 @@ def test_split_paths_sorted_and_filters():
 def test_shared_objects_emitted_once_and_restored():
   m = Tied(nnx.Rngs(0))
   graphdef, state = nnx.split(m)
-  assert list(state.flat_state()) == [("dec", "bias"), ("dec", "kernel")]
+  assert list(state.to_flat_dict()) == [("dec", "bias"), ("dec", "kernel")]
   m2 = nnx.merge(graphdef, state)
   assert m2.enc is m2.dec and m2.w is m2.enc.kernel
 
@@ -97,14 +97,14 @@ def test_list_mutation_invalidates_cache():
   n1 = nnx.graphdef(m).num_leaves
   m.layers.append(nnx.Linear(1, 1, rngs=nnx.Rngs(1)))
   assert nnx.graphdef(m).num_leaves == n1 + 2
-  assert list(nnx.state(m).flat_state())[-1] == ("layers", 1, "kernel")
+  assert list(nnx.state(m).to_flat_dict())[-1] == ("layers", 1, "kernel")
 
 
 def test_pop_removes_and_returns():
   m = Block(nnx.Rngs(0))
   m.linear.sow(nnx.Intermediate, "y", jnp.ones(3))
   popped = nnx.pop(m, nnx.Intermediate)
-  assert list(popped.flat_state()) == [("linear", "y")]
+  assert list(popped.to_flat_dict()) == [("linear", "y")]
   assert not hasattr(m.linear, "y")
   assert nnx.state(m, nnx.Intermediate) == nnx.State({})
 
@@ -129,7 +129,7 @@ def test_tuple_and_dict_attributes_are_walked():
   m.pair = (nnx.Param(jnp.ones(1)), 3)
   m.table = {"a": nnx.Linear(1, 1, rngs=nnx.Rngs(0))}
   assert isinstance(m.table, nnx.Dict)
-  flat = list(nnx.state(m).flat_state())
+  flat = list(nnx.state(m).to_flat_dict())
   assert flat == [("pair", 0), ("table", "a", "bias"), ("table", "a", "kernel")]
   m2 = nnx.merge(*nnx.split(m))
   assert isinstance(m2.pair, tuple) and m2.pair[1] == 3
@@ -175,12 +175,12 @@ def test_merge_reads_states_of_any_split_and_reports_mismatches():
   graphdef, params, rest = nnx.split(m, nnx.Param, ...)
   again = nnx.merge(graphdef, rest, params)  # order of the States does not matter
   assert nnx.graphdef(again) == graphdef
-  flat = params.flat_state()
+  flat = params.to_flat_dict()
   some = next(iter(flat))
   # the same path twice: the later State wins, as for a flat update
   override = nnx.State.from_flat_path({some: nnx.Param(flat[some].value * 0)})
   merged = nnx.merge(graphdef, params, rest, override)
-  assert float(abs(nnx.state(merged).flat_state()[some].value).sum()) == 0.0
+  assert float(abs(nnx.state(merged).to_flat_dict()[some].value).sum()) == 0.0
   plain = {k: v for k, v in params.items()}  # plain dicts of States are accepted
   assert nnx.graphdef(nnx.merge(graphdef, plain, rest)) == graphdef
   with pytest.raises(nnx.StateMismatchError, match="missing paths: "):

@@ -43,7 +43,7 @@ def test_state_diff_keeps_paths_the_other_lacks():
   small = nnx.state(nnx.List([nnx.Linear(2, 2, rngs=nnx.Rngs(0))]))
   big = nnx.state(nnx.List([nnx.Linear(2, 2, rngs=nnx.Rngs(1)) for _ in range(2)]))
   assert nnx.statelib.diff(small, big) == nnx.State({})
-  assert sorted(nnx.statelib.diff(big, small).flat_state()) == [(1, "bias"), (1, "kernel")]
+  assert sorted(nnx.statelib.diff(big, small).to_flat_dict()) == [(1, "bias"), (1, "kernel")]
 
 
 def test_replace_by_pure_dict_matches_string_indices_and_keeps_variable_types():

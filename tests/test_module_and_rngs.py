@@ -22,7 +22,7 @@ class Foo(nnx.Module):
 
 def test_node_vs_static_attributes():
   state, moduledef = Foo(nnx.Rngs(0)).partition()
-  assert sorted("/".join(p) for p in state.flat_state()) == [
+  assert sorted("/".join(p) for p in state.to_flat_dict()) == [
     "jax_buffer",
     "np_buffer",
     "submodule/bias",
@@ -116,7 +116,7 @@ def test_rngs_counts_are_state_and_advance_through_jit():
 
   a, b = draw(rngs), draw(rngs)
   assert a != b and int(rngs.default.count.value) == 2
-  assert [p for p in nnx.state(rngs).flat_state()] == [("default", "count"), ("default", "key")]
+  assert [p for p in nnx.state(rngs).to_flat_dict()] == [("default", "count"), ("default", "key")]
 
 
 def test_rngs_accepts_raw_and_typed_keys():

@@ -90,7 +90,7 @@ def test_sequential_star_args_iteration_and_identity():
 
 def test_sequential_paths_spreading_rngs_and_errors():
   seq = nnx.Sequential(nnx.Linear(2, 3, rngs=nnx.Rngs(0)), lambda x: (x, x), jnp.add)
-  paths = sorted(nnx.state(seq).flat_state())
+  paths = sorted(nnx.state(seq).to_flat_dict())
   assert paths == [("layers", 0, "bias"), ("layers", 0, "kernel")]
   y = seq(jnp.ones((1, 2)))
   assert_trees_close(y, 2 * seq.layers[0](jnp.ones((1, 2))))

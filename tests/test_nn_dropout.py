@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import nnx_eqx as nnx
-from nnx_eqx.nn._stochastic import next_key, own_stream
+from nnx_eqx.nn.stochastic import next_key, own_stream
 from nnx_eqx.testing import TraceCounter, assert_no_retrace, assert_trees_close, assert_trees_equal
 
 X = jnp.asarray(np.random.default_rng(0).standard_normal((4, 6)), jnp.float32)

@@ -43,10 +43,10 @@ def test_split_merge_reproduces_structure_values_and_sharing(m):
 def test_exhaustive_filters_partition_the_state(m, filters):
   graphdef, *parts = nnx.split(m, *filters, ...)
   assert len(parts) == len(filters) + 1
-  all_paths_ = set(nnx.state(m).flat_state())
+  all_paths_ = set(nnx.state(m).to_flat_dict())
   seen: set = set()
   for part in parts:
-    paths = set(part.flat_state())
+    paths = set(part.to_flat_dict())
     assert not (paths & seen), "a leaf landed in two states"
     seen |= paths
   assert seen == all_paths_

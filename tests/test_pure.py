@@ -39,7 +39,7 @@ def test_partition_returns_pure_that_unpacks_like_the_seed_pair():
   assert moduledef == nnx.graphdef(model)
   (params, counts), moduledef2 = model.partition(nnx.Param, Count)
   assert moduledef2 == moduledef
-  assert sorted(counts.flat_state()) == [("count",)]
+  assert sorted(counts.to_flat_dict()) == [("count",)]
   assert len(jax.tree.leaves(params)) == 6
 
 
@@ -51,7 +51,7 @@ def test_merge_and_get_state():
   assert merged.encoder.kernel is not model.encoder.kernel
   assert_trees_equal(merged.encoder.kernel.value, model.encoder.kernel.value)
   whole = pure.get_state()
-  assert sorted(whole.flat_state()) == sorted(nnx.state(model).flat_state())
+  assert sorted(whole.to_flat_dict()) == sorted(nnx.state(model).to_flat_dict())
 
 
 def test_apply_returns_output_and_new_pure_and_leaves_input_untouched():

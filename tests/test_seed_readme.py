@@ -122,7 +122,7 @@ class Foo(nnx.Module):
 def test_modules_node_and_static_attributes():
   model = Foo(rngs=nnx.Rngs(0))
   state, moduledef = model.partition()
-  flat = state.flat_state()
+  flat = state.to_flat_dict()
   assert list(flat) == [
     ("jax_buffer",),
     ("node",),
@@ -186,7 +186,7 @@ def test_partitioning_state():
   assert_trees_equal(everything, state)
   # a predicate filter: (path, value) -> bool
   (kernels, others), _ = model.partition(lambda path, v: path[-1] == "kernel", ...)
-  assert list(kernels.flat_state()) == [("linear", "kernel")]
+  assert list(kernels.to_flat_dict()) == [("linear", "kernel")]
   # merge and apply take the substates
   merged = moduledef.merge(params, batch_stats, rest)
   y, (state, moduledef) = moduledef.apply(params, batch_stats, rest)(x)
@@ -231,7 +231,7 @@ def test_capturing_intermediates_with_pop_state():
   assert not hasattr(model, "y")  # not available upon initialization
   y = model(jnp.ones((8, 12)))
   intermediates = model.pop_state(nnx.Intermediate)
-  assert list(intermediates.flat_state()) == [("y",)]
+  assert list(intermediates.to_flat_dict()) == [("y",)]
   assert type(intermediates.y) is nnx.Intermediate
   assert_trees_equal(intermediates.y.value, y)
   assert not hasattr(model, "y")  # removed from the module's attributes
@@ -357,7 +357,7 @@ def test_shared_state_stays_in_sync_including_gradient_updates():
   assert model.block1.bn.use_running_average and model.block2.bn.use_running_average
   x = jax.random.normal(jax.random.key(1), (4, 2))
   y = jax.random.normal(jax.random.key(2), (4, 2))
-  paths = [p for p in nnx.state(model, nnx.Param).flat_state() if "linear" in p]
+  paths = [p for p in nnx.state(model, nnx.Param).to_flat_dict() if "linear" in p]
   assert paths == [("block1", "linear", "bias"), ("block1", "linear", "kernel")]  # stored once
 
   @nnx.jit

@@ -55,7 +55,7 @@ def _strip(spec: P) -> P:
 
 
 def assert_laid_out(model, mesh, rules=RULES):
-  for path, v in nnx.state(model, nnx.Param).flat_state().items():
+  for path, v in nnx.state(model, nnx.Param).to_flat_dict().items():
     expected = NamedSharding(mesh, nnx.spmd.variable_spec(v, rules))
     actual = v.value.sharding
     assert actual.is_equivalent_to(expected, v.value.ndim), (path, actual, expected)
@@ -107,7 +107,7 @@ def test_sharded_init_with_device_put_is_exact(mesh):
   state = nnx.state(model)
   shardings = nnx.get_named_sharding(state, mesh, rules=RULES)
   nnx.update(model, jax.device_put(state, shardings))
-  for path, v in nnx.state(model, nnx.Param).flat_state().items():
+  for path, v in nnx.state(model, nnx.Param).to_flat_dict().items():
     expected = NamedSharding(mesh, nnx.spmd.variable_spec(v, RULES))
     assert v.value.sharding == expected, path
 

@@ -66,7 +66,7 @@ def test_user_subclass_is_its_own_collection():
   m = nnx.Module()
   m.c = Count(jnp.array(0))
   m.p = nnx.Param(jnp.ones(1))
-  assert list(nnx.state(m, Count).flat_state()) == [("c",)]
+  assert list(nnx.state(m, Count).to_flat_dict()) == [("c",)]
   g, s = nnx.split(m)
   assert type(nnx.merge(g, s).c) is Count
 

@@ -56,3 +56,34 @@ from ._variables import Param as Param
 from ._variables import Variable as Variable
 from ._variables import VariableMetadata as VariableMetadata
 from ._variables import with_metadata as with_metadata
+
+# flax.nnx.graph / graphlib names that live in this layer (the rest: nnx_eqx.graphlib).
+from ._contexts import UpdateContext as UpdateContext
+from ._contexts import current_update_context as current_update_context
+from ._contexts import MergeContext as MergeContext
+from ._contexts import SplitContext as SplitContext
+from ._contexts import merge_context as merge_context
+from ._contexts import split_context as split_context
+from ._contexts import update_context as update_context
+from ._graphlib import IndexMap as IndexMap
+from ._graphlib import RefMap as RefMap
+from ._graphlib import flatten as flatten
+from ._graphlib import unflatten as unflatten
+from ._state import FlatState as FlatState
+from ._cached_partial import cached_partial as cached_partial
+from ._duplicates import find_duplicates as find_duplicates
+from ._graph_mode import set_graph_mode as set_graph_mode
+from ._graph_mode import set_graph_updates as set_graph_updates
+from ._graph_state import GraphState as GraphState
+from ._graph_state import unpack as unpack
+from ._graphdef import PureState as PureState
+from ._graphdef import call as call
+from ._map import map_leaves as map
+from ._nodedefs import NodeDef as NodeDef
+from ._nodedefs import NodeRef as NodeRef
+from ._nodedefs import TreeNodeDef as TreeNodeDef
+from ._nodedefs import VariableDef as VariableDef
+from collections.abc import Hashable as _Hashable
+
+Key = _Hashable
+"""A path key (attribute name or index): ``flax.nnx.graph.Key``."""

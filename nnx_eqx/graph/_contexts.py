@@ -32,35 +32,76 @@ from ._walk import WalkSeed, unflatten
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class _UpdateState:
-  """What one ``update_context`` remembers between its phases."""
+class UpdateContext:
+  """What one ``update_context(tag)`` remembers between its phases (as flax.nnx's
+  ``UpdateContext``): the outer split's objects by index and, after the inner
+  merge, which outer object each inner object stands for.
 
-  __slots__ = ("outer_nodes", "inner_to_outer")
+  Raises:
+    UpdateContextError: from :func:`current_update_context` when none is active.
 
-  def __init__(self):
+  Example:
+    >>> import nnx_eqx as nnx
+    >>> with nnx.update_context("demo"):
+    ...   ctx = nnx.current_update_context("demo")
+    >>> type(ctx).__name__, ctx.tag
+    ('UpdateContext', 'demo')
+  """
+
+  __slots__ = ("tag", "outer_nodes", "inner_to_outer")
+
+  def __init__(self, tag: Hashable = None):
+    self.tag = tag
     self.outer_nodes: list | None = None  # outer split: objects by outer index
     self.inner_to_outer: RefMap | None = None  # inner merge: inner object -> outer index
 
 
 class _Local(threading.local):
   def __init__(self):
-    self.update_stacks: dict[Hashable, list[_UpdateState]] = {}
+    self.update_stacks: dict[Hashable, list[UpdateContext]] = {}
 
 
 _LOCAL = _Local()
 
 
-def _current(tag: Hashable | None) -> _UpdateState | None:
+def _current(tag: Hashable | None) -> UpdateContext | None:
   if tag is None:
     return None
   stack = _LOCAL.update_stacks.get(tag)
   return stack[-1] if stack else None
 
 
+def current_update_context(tag: Hashable) -> UpdateContext:
+  """The innermost active :class:`UpdateContext` of ``tag`` (as flax.nnx).
+
+  Args:
+    tag: the tag given to ``update_context``.
+
+  Returns:
+    The context object.
+
+  Raises:
+    UpdateContextError: if no ``update_context(tag)`` is active.
+
+  Example:
+    >>> import nnx_eqx as nnx
+    >>> with nnx.update_context("t") as outer:
+    ...   nnx.current_update_context("t").tag
+    't'
+  """
+  ctx = _current(tag)
+  if ctx is None:
+    raise UpdateContextError(
+      f"No update context found for tag {tag!r}. Fix: call it inside"
+      f" `with nnx.update_context({tag!r}):`."
+    )
+  return ctx
+
+
 class SplitContext:
   """Splits that share one index (see :func:`split_context`)."""
 
-  def __init__(self, update: _UpdateState | None):
+  def __init__(self, update: UpdateContext | None):
     self._seed = WalkSeed()
     self._update = update
 
@@ -96,7 +137,7 @@ class SplitContext:
 class MergeContext:
   """Merges that share one node table (see :func:`merge_context`)."""
 
-  def __init__(self, update: _UpdateState | None, inner: bool | None):
+  def __init__(self, update: UpdateContext | None, inner: bool | None):
     self._table: list = []
     self._update = update
     self._inner = inner
@@ -208,7 +249,7 @@ class update_context:  # noqa: N801 (a context manager, named as in flax)
     self.tag = tag
 
   def __enter__(self) -> update_context:
-    _LOCAL.update_stacks.setdefault(self.tag, []).append(_UpdateState())
+    _LOCAL.update_stacks.setdefault(self.tag, []).append(UpdateContext(self.tag))
     return self
 
   def __exit__(self, *exc: Any) -> None:

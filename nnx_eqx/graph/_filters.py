@@ -22,7 +22,7 @@ from collections.abc import Callable
 import jax
 import numpy as np
 
-from ._errors import UnknownFilterError
+from ._errors import FilterError, UnknownFilterError
 from ._variables import Variable
 
 Predicate = Callable[[tuple, typing.Any], bool]
@@ -261,6 +261,61 @@ class Nothing(_BaseFilter):
 
   def __hash__(self):
     return hash(Nothing)
+
+
+class PathIn(_BaseFilter):
+  """Matches leaves whose full path is one of ``paths`` (as flax.nnx.PathIn).
+
+  Example:
+    >>> import nnx_eqx as nnx
+    >>> f = nnx.filterlib.PathIn(("a", "kernel"), ("b", 0))
+    >>> f(("a", "kernel"), None), f(("a",), None)
+    (True, False)
+    >>> f == nnx.filterlib.PathIn(("b", 0), ("a", "kernel"))
+    True
+  """
+
+  def __init__(self, *paths: tuple):
+    self.paths = frozenset(tuple(p) for p in paths)
+
+  def __call__(self, path: tuple, x: typing.Any) -> bool:
+    return tuple(path) in self.paths
+
+  def __repr__(self) -> str:
+    return f"PathIn({', '.join(map(repr, sorted(self.paths, key=repr)))})"
+
+  def __eq__(self, other: object) -> bool:
+    return isinstance(other, PathIn) and self.paths == other.paths
+
+  def __hash__(self) -> int:
+    return hash(("PathIn", self.paths))
+
+
+def filters_to_predicates(filters: typing.Sequence[Filter]) -> tuple[Predicate, ...]:
+  """Predicates for a sequence of filters, where ``...``/``True`` may only come last.
+
+  Args:
+    filters: the filters, e.g. ``(nnx.Param, ...)``.
+
+  Returns:
+    One predicate per filter.
+
+  Raises:
+    FilterError: if ``...`` or ``True`` comes before a filter that is not one of them.
+
+  Example:
+    >>> import nnx_eqx as nnx
+    >>> preds = nnx.filterlib.filters_to_predicates((nnx.Param, ...))
+    >>> preds[0]((), nnx.Param(1.0)), preds[1]((), 3)
+    (True, True)
+  """
+  for i, f in enumerate(filters):
+    if (f is ... or f is True) and not all(g is ... or g is True for g in filters[i + 1 :]):
+      raise FilterError(
+        f"`...` or `True` can only be the last filters, got {f!r} at index {i} of"
+        f" {tuple(filters)!r}. Fix: move it to the end."
+      )
+  return tuple(to_predicate(f) for f in filters)
 
 
 def buffers(path: tuple, value: typing.Any) -> bool:

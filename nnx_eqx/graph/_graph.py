@@ -225,7 +225,7 @@ def _flat_of(states) -> dict:
       if isinstance(s, State):
         _flat_rec(s._mapping, (), flat)
       elif isinstance(s, dict):
-        flat.update(State(s).flat_state())
+        flat.update(State(s).to_flat_dict())
       else:
         raise GraphStructureError(
           f"Expected a State, got {type(s).__name__}. Fix: pass the States"

@@ -193,7 +193,7 @@ def unflatten(
       " graphdef returned by `nnx.graphlib.flatten`."
     )
   if isinstance(state, State):
-    check_leaf_count(graphdef, len(state.flat_state()))
+    check_leaf_count(graphdef, len(state.to_flat_dict()))
   leaves = leaves_of(graphdef, (state,))
   reuse = None
   if outer_index_outer_ref is not None and graphdef.outer is not None:

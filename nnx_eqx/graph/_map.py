@@ -55,7 +55,7 @@ def map_leaves(
   graphdef, state = split(node)
   if not isinstance(state, State):  # a split Variable or value is its own state
     return merge(graphdef, f((), state))
-  mapped = {p: f(p, leaf) for p, leaf in state.flat_state().items()}
+  mapped = {p: f(p, leaf) for p, leaf in state.to_flat_dict().items()}
   if not recreate_variables:
     return unflatten(without_variables(graphdef), [mapped[p] for p in graphdef.paths])
   return merge(graphdef, State.from_flat_path(mapped.items()))

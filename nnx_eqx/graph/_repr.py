@@ -51,6 +51,8 @@ def array_repr(x: Any) -> str | None:
     >>> array_repr(jax.ShapeDtypeStruct((2,), jnp.bfloat16))
     'ShapeDtypeStruct(bfloat16[2])'
   """
+  if isinstance(x, type):
+    return None  # a class such as nnx.Param (its ``shape`` is a property object)
   shape = getattr(x, "shape", None)
   dtype = getattr(x, "dtype", None)
   if shape is None or dtype is None:

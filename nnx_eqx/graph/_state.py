@@ -8,8 +8,8 @@ pytree a State's leaves are the Variables' values, so ``jax.tree.map`` and
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
+from typing import Any, overload
 
 import jax
 
@@ -32,7 +32,7 @@ class State(MutableMapping):
     >>> s = nnx.State({"l1": {"kernel": nnx.Param(jnp.ones((2, 3)))}})
     >>> s.l1.kernel.value.shape
     (2, 3)
-    >>> [p for p, _ in s.flat_state().items()]
+    >>> [p for p, _ in s.to_flat_dict().items()]
     [('l1', 'kernel')]
     >>> jax.tree.map(lambda x: x * 2, s).l1.kernel.value[0, 0].item()
     2.0
@@ -88,13 +88,27 @@ class State(MutableMapping):
   __hash__ = None  # type: ignore[assignment]
 
   # -- flat views ---------------------------------------------------------
-  def flat_state(self) -> dict[Path, Any]:
+  def to_flat_dict(self) -> dict[Path, Any]:
     """Returns ``{path: leaf}`` in traversal (sorted-graph) order."""
     out: dict = {}
     _flatten_into(self._mapping, (), out)
     return out
 
-  to_flat_dict = flat_state
+  def flat_state(self) -> FlatState:
+    """The leaves as a :class:`FlatState` of ``(path, leaf)`` pairs, in traversal
+    order (as flax.nnx ``State.flat_state``; ``to_flat_dict`` gives a dict).
+
+    Raises:
+      Nothing: every State can be flattened.
+
+    Example:
+      >>> import jax.numpy as jnp, nnx_eqx as nnx
+      >>> s = nnx.State({"b": nnx.Param(jnp.ones(2)), "a": {"c": 1}})
+      >>> [(p, type(v).__name__) for p, v in s.flat_state()]
+      [(('a', 'c'), 'int'), (('b',), 'Param')]
+    """
+    items = sorted(self.to_flat_dict().items(), key=lambda kv: _path_sort_key(kv[0]))
+    return FlatState(items)
 
   @classmethod
   def from_flat_path(cls, flat: Mapping[Path, Any] | Any) -> State:
@@ -127,7 +141,7 @@ class State(MutableMapping):
     Raises:
       UnknownFilterError: if a filter is not a valid filter.
     """
-    parts = _partition(self.flat_state(), (first, *filters), exhaustive=False)
+    parts = _partition(self.to_flat_dict(), (first, *filters), exhaustive=False)
     return parts[0] if not filters else tuple(parts)
 
   def split(self, first: Filter, /, *filters: Filter):
@@ -139,7 +153,7 @@ class State(MutableMapping):
       FilterError: if some leaf matches no filter; the message lists its path.
         Add ``...`` as the last filter to collect the rest.
     """
-    parts = _partition(self.flat_state(), (first, *filters), exhaustive=True)
+    parts = _partition(self.to_flat_dict(), (first, *filters), exhaustive=True)
     return parts[0] if not filters else tuple(parts)
 
   def partition(self, first: Filter, /, *filters: Filter):
@@ -159,7 +173,7 @@ class State(MutableMapping):
     """
     flat: dict = {}
     for s in (state, *states):
-      flat.update(s.flat_state())
+      flat.update(s.to_flat_dict())
     return State.from_flat_path(flat)
 
   # -- pure dicts ---------------------------------------------------------
@@ -298,4 +312,80 @@ def _state_unflatten(keys, children):
 
 jax.tree_util.register_pytree_with_keys(
   State, _state_flatten_with_keys, _state_unflatten, _state_flatten
+)
+
+
+def _path_sort_key(path: Path) -> tuple:
+  """Sorts paths as flax does (``sorted``), with ints and strs at one position comparable."""
+  return tuple(
+    (isinstance(k, str), k) if isinstance(k, int | str) else (True, str(k)) for k in path
+  )
+
+
+class FlatState(Sequence):
+  """The leaves of a graph as ``(path, leaf)`` pairs, in the GraphDef's order.
+
+  What ``nnx.graphlib.flatten`` returns; ``nnx.graphlib.unflatten`` and
+  ``nnx.merge`` accept it. A pytree whose leaves are the leaves.
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> flat = nnx.graphlib.FlatState([(("a",), 1), (("b", 0), 2)])
+    >>> flat.paths, flat.leaves, flat[1]
+    ((('a',), ('b', 0)), (1, 2), (('b', 0), 2))
+    >>> flat.to_nested_state()["b"][0]
+    2
+  """
+
+  __slots__ = ("_paths", "_leaves")
+
+  def __init__(self, items: Iterable[tuple[tuple, Any]]):
+    pairs = list(items)
+    self._paths = tuple(p for p, _ in pairs)
+    self._leaves = tuple(v for _, v in pairs)
+
+  @classmethod
+  def from_sorted_keys_values(cls, paths: Iterable[tuple], leaves: Iterable[Any]) -> FlatState:
+    """A FlatState from parallel sequences of paths and leaves."""
+    return cls(zip(paths, leaves))
+
+  @property
+  def paths(self) -> tuple:
+    """The paths, in order."""
+    return self._paths
+
+  @property
+  def leaves(self) -> tuple:
+    """The leaves (Variables or raw values), in order."""
+    return self._leaves
+
+  @overload
+  def __getitem__(self, i: int) -> tuple[tuple, Any]: ...
+
+  @overload
+  def __getitem__(self, i: slice) -> FlatState: ...
+
+  def __getitem__(self, i):
+    if isinstance(i, slice):
+      return FlatState(zip(self._paths[i], self._leaves[i]))
+    return self._paths[i], self._leaves[i]
+
+  def __len__(self) -> int:
+    return len(self._leaves)
+
+  def __iter__(self) -> Iterator[tuple[tuple, Any]]:
+    return iter(zip(self._paths, self._leaves))
+
+  def __repr__(self) -> str:
+    return f"FlatState({list(self)!r})"
+
+  def to_nested_state(self) -> State:
+    """The same leaves as a nested State keyed by the paths."""
+    return State.from_flat_path(zip(self._paths, self._leaves))
+
+
+jax.tree_util.register_pytree_node(
+  FlatState,
+  lambda f: (f.leaves, f.paths),
+  lambda paths, leaves: FlatState.from_sorted_keys_values(paths, leaves),
 )

@@ -35,7 +35,7 @@ def to_flat_state(state: State | dict) -> FlatState:
     state = State(state)
   if not isinstance(state, State):
     raise TypeError(f"to_flat_state expects a State, got {type(state).__name__}.")
-  return FlatState(state.flat_state().items())
+  return state.flat_state()
 
 
 def from_flat_state(flat: Any) -> State:
@@ -47,6 +47,31 @@ def from_flat_state(flat: Any) -> State:
     1
   """
   return State.from_flat_path(flat)
+
+
+def map_state(f: Callable[[tuple, Any], Any], state: State) -> State:
+  """A new State with ``f(path, leaf)`` in place of each leaf (as flax.nnx.map_state).
+
+  Args:
+    f: called with each leaf's path tuple and leaf (a Variable or raw value).
+    state: the State to map.
+
+  Returns:
+    A State of the same paths holding ``f``'s results. Returning plain labels
+    gives the label tree ``optax.partition`` expects.
+
+  Raises:
+    TypeError: if ``state`` is not a State (or dict).
+
+  Example:
+    >>> import nnx_eqx as nnx
+    >>> params = nnx.state(nnx.Linear(2, 3, rngs=nnx.Rngs(0)), nnx.Param)
+    >>> labels = nnx.map_state(lambda path, v: "decay" if path[-1] == "kernel" else "none", params)
+    >>> labels.kernel, labels.bias
+    ('decay', 'none')
+  """
+  flat = to_flat_state(state)
+  return from_flat_state([(path, f(path, leaf)) for path, leaf in flat])
 
 
 def to_pure_dict(state: State) -> dict:
@@ -68,8 +93,8 @@ def diff(state: State, other: State) -> State:
     >>> nnx.statelib.diff(nnx.State({"a": 1, "b": 2}), nnx.State({"a": 3})).to_pure_dict()
     {'b': 2}
   """
-  known = other.flat_state()
-  return State.from_flat_path((p, v) for p, v in state.flat_state().items() if p not in known)
+  known = other.to_flat_dict()
+  return State.from_flat_path((p, v) for p, v in state.to_flat_dict().items() if p not in known)
 
 
 def _maybe_int(key: Any) -> Any:
@@ -113,7 +138,7 @@ def replace_by_pure_dict(
     >>> s["layers"][0]["w"].value.tolist()
     [0.0]
   """
-  flat = state.flat_state()
+  flat = state.to_flat_dict()
   for path, value in _flat_pure(pure_dict):
     key = path if path in flat else tuple(map(_maybe_int, path))
     if key not in flat:

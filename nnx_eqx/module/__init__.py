@@ -1,6 +1,8 @@
 """Modules: the ``Module`` base class, ``Rngs`` and the container Modules.
 
-Builds on the graph engine (``nnx_eqx.graph``) only.
+Builds on the graph engine (``nnx_eqx.graph``) only. Also the public
+``nnx.module`` path of flax.nnx (``Module``, ``ModuleMeta``, ``first_from``,
+``iter_module_children``, ``iter_modules``, ...).
 """
 
 from ._capture import capture as capture
@@ -28,3 +30,13 @@ from ._pytree import is_data as is_data
 from ._pytree import register_data_type as register_data_type
 from ._pytree import static as static
 from ._views import with_vars as with_vars
+from ._module import first_from as first_from
+from ._module import iter_module_children as iter_module_children
+from ._pytree import Object as Object
+from ._pytree import ObjectMeta as ObjectMeta
+from ._pytree import PytreeMeta as PytreeMeta
+from ._pytree import PytreeMeta as ModuleMeta
+from ._pytree import check_pytree as check_pytree
+from ._pytree import has_data as has_data
+from ..graph._graph import iter_graph as iter_graph
+from ..graph._graph import iter_modules as iter_modules

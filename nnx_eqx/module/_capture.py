@@ -106,7 +106,7 @@ def _seeds(init: State | None) -> dict[tuple, dict[str, Variable]]:
   out: dict[tuple, dict[str, Variable]] = {}
   if init is None:
     return out
-  for path, var in init.flat_state().items():
+  for path, var in init.to_flat_dict().items():
     if isinstance(var, Variable):
       out.setdefault(tuple(path[:-1]), {})[path[-1]] = var
   return out

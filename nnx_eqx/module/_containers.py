@@ -151,7 +151,7 @@ class Sequential(Module):
     >>> seq = nnx.Sequential(nnx.Linear(2, 4, rngs=nnx.Rngs(0)), jax.nn.relu)
     >>> seq(jnp.ones((3, 2))).shape, len(jax.tree.leaves(seq))
     ((3, 4), 2)
-    >>> sorted(nnx.state(seq).flat_state())[0]
+    >>> sorted(nnx.state(seq).to_flat_dict())[0]
     ('layers', 0, 'bias')
   """
 

@@ -322,4 +322,59 @@ def iter_children(node: Any, /, *, graph: bool | None = None) -> Iterator[tuple[
       yield k, v
 
 
+def iter_module_children(
+  node: Any, /, *, graph: bool | None = None
+) -> Iterator[tuple[Any, Module]]:
+  """Yields ``(key, module)`` for each direct child of ``node`` that is a Module,
+  containers (``nnx.List``, ``nnx.Sequential``) included, as flax.nnx does.
+
+  Args:
+    node: a graph node (Module, ``nnx.List``, ...).
+    graph: False (tree mode) refuses a node whose class is declared ``pytree=False``.
+
+  Returns:
+    An iterator of ``(key, module)``, keys sorted (attribute names, or list indices).
+
+  Raises:
+    GraphModeRequiredError: in tree mode, for a ``pytree=False`` node.
+
+  Example:
+    >>> import nnx_eqx as nnx
+    >>> seq = nnx.Sequential(nnx.Linear(1, 2, rngs=nnx.Rngs(0)), nnx.Dropout(0.5))
+    >>> [(k, type(m).__name__) for k, m in nnx.iter_module_children(seq)]
+    [('layers', 'List')]
+    >>> [(k, type(m).__name__) for k, m in nnx.iter_module_children(seq.layers)]
+    [(0, 'Linear'), (1, 'Dropout')]
+  """
+  if graph is False or (graph is None and not get_graph_mode()):
+    check_pytree_classes([node], [()], "iter_module_children")
+  for path, child in _graph.iter_graph(node):
+    if len(path) == 1 and isinstance(child, Module):
+      yield path[0], child
+
+
+def first_from(*args: Any, error_msg: str) -> Any:
+  """The first argument that is not None (as flax.nnx.module.first_from).
+
+  Args:
+    *args: candidate values, in order of precedence.
+    error_msg: the message of the error raised when all are None.
+
+  Returns:
+    The first non-None argument.
+
+  Raises:
+    ValueError: with ``error_msg``, if every argument is None.
+
+  Example:
+    >>> from nnx_eqx.module import first_from
+    >>> first_from(None, 0.5, 0.1, error_msg="no rate")
+    0.5
+  """
+  for arg in args:
+    if arg is not None:
+      return arg
+  raise ValueError(error_msg)
+
+
 __all__ = ["Module", "Intermediate"]

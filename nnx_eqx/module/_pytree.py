@@ -20,6 +20,7 @@ of Python-value data leaves live on the object; an object rebuilt by
 from __future__ import annotations
 
 import dataclasses
+from abc import ABCMeta
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
@@ -244,7 +245,8 @@ def _class_fields(cls: type) -> dict[str, bool]:
     if kind is not None:
       fields[name] = kind
   for name, value in cls.__dict__.items():
-    if isinstance(value, dataclasses.Field) and "nnx_value" in value.metadata:
+    # nnx.data()/nnx.static() specifiers, and plain dataclasses.field(metadata={"static": ...})
+    if isinstance(value, dataclasses.Field) and "static" in value.metadata:
       fields[name] = not value.metadata["static"]
   return fields
 
@@ -258,7 +260,96 @@ def _static_data_error(obj: Any, name: str, value: Any, found: str) -> PytreeDat
   )
 
 
-class Pytree:
+class PytreeMeta(ABCMeta):
+  """Metaclass of :class:`Pytree`: after the outermost ``__init__`` returns, checks
+  that no static attribute came to hold data (e.g. arrays appended to a plain list),
+  as flax.nnx does (see :func:`check_pytree`)."""
+
+  def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+    obj = super().__call__(*args, **kwargs)
+    if cls._nnx_pytree:  # type: ignore[attr-defined]
+      _check_static_attributes(obj)
+    return obj
+
+
+ObjectMeta = PytreeMeta
+
+
+def _check_static_attributes(obj: Any) -> None:
+  d = obj.__dict__
+  kinds = {**type(obj)._nnx_fields, **(d.get("_nnx_marks") or {})}
+  for name, value in d.items():
+    if name.startswith("_nnx_") or kinds.get(name) or is_data(value):
+      continue
+    if _has_data(value):
+      raise PytreeDataError(
+        f"Found unexpected data on value of type {type(value)} in static attribute {name!r}"
+        f" of Pytree type {type(obj)} (data such as arrays was added to it after"
+        f" assignment, e.g. appended to a list). Fix: assign `self.{name} ="
+        f" nnx.data([...])` or use nnx.List/nnx.Dict, or remove the data values."
+      )
+
+
+def has_data(value: Any, /) -> list[Any]:
+  """The data leaves (arrays, Variables, graph nodes) found in ``value``, as in flax.nnx.
+
+  Args:
+    value: any value; lists, tuples, dicts and pytrees are searched.
+
+  Returns:
+    A list of the data values found (empty when ``value`` holds none).
+
+  Raises:
+    TypeError: never.
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> len(nnx.has_data([1, jnp.ones(2), {"a": nnx.Param(1.0)}])), nnx.has_data("x")
+    (2, [])
+  """
+  seen: set[int] = set()
+
+  def is_leaf(x: Any) -> bool:
+    if id(x) in seen:
+      return True
+    seen.add(id(x))
+    return is_data(x)
+
+  return [x for x in jax.tree.leaves(value, is_leaf=is_leaf) if is_data(x)]
+
+
+def check_pytree(pytree: Any) -> None:
+  """Checks every attribute of a Pytree: static attributes must hold no data.
+
+  Pytrees run this after ``__init__``; call it after mutating containers held
+  in static attributes.
+
+  Args:
+    pytree: an ``nnx.Pytree`` (or Module).
+
+  Raises:
+    TypeError: if ``pytree`` is not a Pytree.
+    PytreeDataError: naming the static attribute that holds data.
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> class Foo(nnx.Pytree):
+    ...   def __init__(self):
+    ...     self.names = []
+    >>> foo = Foo()
+    >>> foo.names.append(jnp.ones(1))
+    >>> try:
+    ...   nnx.check_pytree(foo)
+    ... except nnx.PytreeDataError as e:
+    ...   print(str(e)[:81])
+    Found unexpected data on value of type <class 'list'> in static attribute 'names'
+  """
+  if not isinstance(pytree, Pytree):
+    raise TypeError(f"check_pytree expects an nnx.Pytree, got {type(pytree).__name__}.")
+  _check_static_attributes(pytree)
+
+
+class Pytree(metaclass=PytreeMeta):
   """flax 0.12's ``nnx.Pytree``: a mutable object that is a graph node and a JAX pytree.
 
   Attribute kinds follow the values (arrays, Variables and nodes are data,
@@ -308,7 +399,9 @@ class Pytree:
     value, marked = unwrap_marker(value)
     marks = d.get("_nnx_marks")
     kind = marked if marked is not None else (marks or {}).get(name, self._nnx_fields.get(name))
-    if kind is False and _has_data(value):
+    if not self._nnx_pytree:
+      pass  # pytree=False: no data/static checks, as in flax.nnx
+    elif kind is False and _has_data(value):
       if marked is False:
         found = "Found data in"  # nnx.static(value) given data
       elif marks and name in marks:
@@ -316,7 +409,7 @@ class Pytree:
       else:
         found = "Found unexpected data on"  # marked static by the class
       raise _static_data_error(self, name, value, found)
-    if kind is not False:
+    if kind is not False and self._nnx_pytree:
       if self._nnx_containerize:
         value = _containerize(value)
       elif kind is None and not is_data(value) and _has_data(value):
@@ -402,12 +495,72 @@ _graph._MODULE_IMPL_HOLDER[0] = PYTREE_IMPL
 _graph.register_graph_node_type(Pytree, PYTREE_IMPL)
 _graph.register_pytree(Pytree)
 
+
+def dataclass(cls: Any = None, /, **kwargs: Any) -> Any:
+  """``dataclasses.dataclass`` for Pytrees, keeping the Pytree's own repr (as
+  flax.nnx.pytreelib.dataclass). Fields may use ``nnx.data()``/``nnx.static()``.
+
+  Args:
+    cls: the class (or omit it to get a decorator).
+    **kwargs: ``dataclasses.dataclass`` options except ``repr``.
+
+  Returns:
+    The dataclass (or a decorator).
+
+  Raises:
+    TypeError: if ``repr`` is passed.
+
+  Example:
+    >>> import jax, jax.numpy as jnp, nnx_eqx as nnx
+    >>> @nnx.pytreelib.dataclass
+    ... class Point(nnx.Pytree):
+    ...   x: jax.Array
+    ...   name: str = nnx.static(default="p")
+    >>> jax.tree.leaves(Point(jnp.ones(2)))[0].shape
+    (2,)
+  """
+  if cls is None:
+    return lambda c: dataclass(c, **kwargs)
+  return dataclasses.dataclass(cls, repr=False, **kwargs)
+
+
+class Object(Pytree, pytree=False):
+  """flax.nnx's ``Object``: a Pytree that is not a JAX pytree (``pytree=False``), with
+  no data/static checks. Still a graph node (``nnx.split``/``nnx.state`` see it).
+
+  Raises:
+    ValueError: if a subclass passes ``pytree=`` other than False.
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> class Buffers(nnx.Object):
+    ...   def __init__(self):
+    ...     self.items = [jnp.ones(2)]
+    >>> nnx.state(Buffers()).flat_state().paths
+    (('items', 0),)
+  """
+
+  def __init_subclass__(cls, **kwargs):
+    pytree = kwargs.pop("pytree", False)
+    if pytree is not False:
+      raise ValueError(
+        f"{cls.__name__}: nnx.Object is not a pytree; pytree={pytree!r} was given. Fix: subclass"
+        " nnx.Pytree for a pytree."
+      )
+    super().__init_subclass__(pytree=False, **kwargs)
+
+
 __all__ = [
   "CONTAINERS",
   "Data",
   "DataLeaf",
   "PYTREE_IMPL",
+  "Object",
+  "ObjectMeta",
   "Pytree",
+  "PytreeMeta",
+  "check_pytree",
+  "has_data",
   "PytreeDataError",
   "data",
   "is_data",

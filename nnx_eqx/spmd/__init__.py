@@ -235,13 +235,13 @@ def with_sharding_constraint(x: Any, shardings: Any = None, mesh: Any = None) ->
   """
   if is_graph_node(x):
     state = _variables(x)
-    for path, v in state.flat_state().items():
+    for path, v in state.to_flat_dict().items():
       spec = _spec_at(shardings, path, v)
       v.value = _constrain(v.value, spec, mesh, _fmt(path))
     return x
   if isinstance(x, State):
     out = {}
-    for path, v in x.flat_state().items():
+    for path, v in x.to_flat_dict().items():
       spec = _spec_at(shardings, path, v)
       value = v._value if isinstance(v, Variable) else v
       new = _constrain(value, spec, mesh, _fmt(path))
@@ -266,7 +266,7 @@ def _spec_at(shardings, path, v):
   if isinstance(shardings, Variable):
     return shardings._value
   if isinstance(shardings, State):
-    s = shardings.flat_state().get(path)
+    s = shardings.to_flat_dict().get(path)
     if s is None:
       raise ShardingError(
         f"with_sharding_constraint: no sharding given for {_fmt(path)}. Fix: pass a State"

@@ -1,6 +1,10 @@
-"""Training utilities over optax: ``Optimizer`` and its state Variables."""
+"""Training utilities over optax (flax.nnx.training): ``Optimizer`` and its state
+Variables, ``EMA``, and the streaming metrics."""
 
-from ._optimizer import OptArray as OptArray
-from ._optimizer import Optimizer as Optimizer
-from ._optimizer import OptState as OptState
-from ._optimizer import OptVariable as OptVariable
+from . import ema as ema
+from . import metrics as metrics
+from . import optimizer as optimizer
+from .optimizer import OptArray as OptArray
+from .optimizer import Optimizer as Optimizer
+from .optimizer import OptState as OptState
+from .optimizer import OptVariable as OptVariable

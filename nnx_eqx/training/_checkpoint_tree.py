@@ -88,7 +88,7 @@ def layout(state: State) -> Layout:
   entries: list[Entry] = []
   treedefs: dict = {}
   seen: dict[tuple, tuple] = {}
-  for path, leaf in state.flat_state().items():
+  for path, leaf in state.to_flat_dict().items():
     value = leaf.value if isinstance(leaf, Variable) else leaf
     kv, treedef = jax.tree_util.tree_flatten_with_path(value)
     treedefs[path] = treedef
@@ -240,7 +240,7 @@ def rebuild(lay: Layout, restored: dict) -> State:
       x = np.asarray(x)
     by_path.setdefault(e.state_path, []).append(x)
   flat = {}
-  for path, leaf in lay.state.flat_state().items():
+  for path, leaf in lay.state.to_flat_dict().items():
     value = jax.tree_util.tree_unflatten(lay.treedefs[path], by_path.get(path, []))
     flat[path] = leaf.replace(value) if isinstance(leaf, Variable) else value
   return State.from_flat_path(flat)

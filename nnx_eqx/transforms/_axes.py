@@ -63,7 +63,7 @@ class StateAxes(Mapping):
 
   def __init__(self, filter_axes: Mapping[Filter, Any] | Iterable[tuple[Filter, Any]], /):
     if isinstance(filter_axes, State):  # one exact-path filter per leaf of the State
-      filter_axes = [(AtPath(p), a) for p, a in filter_axes.flat_state().items()]
+      filter_axes = [(AtPath(p), a) for p, a in filter_axes.to_flat_dict().items()]
     items = tuple(filter_axes.items() if isinstance(filter_axes, Mapping) else filter_axes)
     self._filters = tuple(f for f, _ in items)
     self._axes = tuple(a for _, a in items)
@@ -172,7 +172,7 @@ def node_spec(spec: Any) -> Any:
     AxisSpecError: for a Variable, or a graph node not made by ``nnx.prefix``.
   """
   if isinstance(spec, TreeState):
-    flat = spec.state.flat_state() if isinstance(spec.state, State) else {(): spec.state}
+    flat = spec.state.to_flat_dict() if isinstance(spec.state, State) else {(): spec.state}
     return PathAxes([*flat.items(), *spec.aliases.items()])
   if isinstance(spec, Variable):
     raise AxisSpecError(

@@ -224,7 +224,7 @@ def _zeros(x):
 def _tangent_items(t) -> list:
   """``(path, value)`` pairs of a Module, Variable or State tangent."""
   if isinstance(t, State):
-    return list(t.flat_state().items())
+    return list(t.to_flat_dict().items())
   if isinstance(t, Variable):
     return [((), t)]
   w = _graph.walk_uncached((t,))

@@ -81,6 +81,38 @@ def _streams(node: Any, predicate) -> list[RngStream]:
   return found
 
 
+def backup_keys(node: Any, /, *, graph: bool | None = None) -> SplitBackups:
+  """The current key and count of every RngStream in ``node`` (as flax.nnx.backup_keys),
+  to put back later with :func:`restore_rngs`.
+
+  Args:
+    node: any graph node holding Rngs.
+    graph: accepted for flax compatibility.
+
+  Returns:
+    A :class:`SplitBackups` (also a context manager that restores on exit).
+
+  Raises:
+    TypeError: never.
+
+  Example:
+    >>> import nnx_eqx as nnx
+    >>> rngs = nnx.Rngs(0)
+    >>> backups = nnx.rnglib.backup_keys(rngs)
+    >>> _ = rngs.default(), rngs.default()
+    >>> nnx.restore_rngs(backups)
+    >>> int(rngs.default.count.value)
+    0
+  """
+  seen: set[int] = set()
+  backups = []
+  for _, obj in iter_graph(node):
+    if isinstance(obj, RngStream) and id(obj) not in seen:
+      seen.add(id(obj))
+      backups.append((obj, obj.key.value, obj.count.value))
+  return SplitBackups(backups)
+
+
 def _is_variable(x) -> bool:
   return isinstance(x, Variable)
 

@@ -1,8 +1,9 @@
 """``Optimizer``: an optax optimizer whose state lives in the module graph (as flax.nnx 0.11+).
 
-The optax state is built from, and updated with, plain nested dicts of the
-selected parameters' values (the same structure ``State.to_pure_dict()``
-gives), so any optax transformation sees ordinary pytrees. Its array leaves
+The optax state is built from, and updated with, a State of the selected
+parameters' raw values (as flax.nnx), so ``opt_state`` mirrors the model's paths
+(``opt.opt_state[0].mu.layers[0]["kernel"]``) and label trees made with
+``nnx.map_state`` fit ``optax.partition``. Its array leaves
 are stored as ``OptState`` Variables inside the optax containers (tuples,
 named tuples, dicts), which the graph engine walks, so ``nnx.split``,
 ``nnx.merge`` and ``nnx.jit`` carry the optimizer state like any other state.
@@ -69,14 +70,9 @@ def _value(x) -> Any:
   return x.value if isinstance(x, Variable) else x
 
 
-def _nest(flat: Mapping[tuple, Any]) -> dict:
-  root: dict = {}
-  for path, value in flat.items():
-    d = root
-    for k in path[:-1]:
-      d = d.setdefault(k, {})
-    d[path[-1]] = value
-  return root
+def _raw_state(state: State) -> State:
+  """``state`` with raw values in place of Variables (the form optax sees)."""
+  return State.from_flat_path({p: _value(v) for p, v in state.to_flat_dict().items()})
 
 
 def _get(tree: Mapping, path: tuple) -> Any:
@@ -119,15 +115,44 @@ def _to_opt_state(state: Any, params: Mapping[tuple, Variable]) -> Any:
   return jax.tree_util.tree_map_with_path(wrap, state)
 
 
+def to_opt_state(tree: Any) -> Any:
+  """``tree`` with each Variable replaced by an ``OptVariable`` holding its value and
+  metadata and each other leaf by an ``OptArray`` (as flax.nnx.training.optimizer).
+
+  Args:
+    tree: a pytree, e.g. what ``tx.init(nnx.state(model, nnx.Param))`` returns.
+
+  Returns:
+    The same structure with ``OptState`` Variables as leaves.
+
+  Raises:
+    TypeError: never.
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> from nnx_eqx.training.optimizer import to_opt_state
+    >>> out = to_opt_state({"m": nnx.Param(jnp.zeros(2), sharding=("a",)), "count": jnp.zeros(())})
+    >>> type(out["m"]).__name__, out["m"].sharding, type(out["count"]).__name__
+    ('OptVariable', ('a',), 'OptArray')
+  """
+
+  def convert(x: Any) -> Any:
+    if _is_var(x):
+      return OptVariable(x.value, **x._metadata)
+    return OptArray(x)
+
+  return jax.tree.map(convert, tree, is_leaf=_is_var)
+
+
 def _flat_grads(grads: Any) -> dict:
   if _graph.is_node(grads):  # gradients as a copy of the model (tree-mode nnx.grad)
     grads = _graph.state(grads)
   if isinstance(grads, GraphState):
     grads = grads._state
   if isinstance(grads, State):
-    return grads.flat_state()
+    return grads.to_flat_dict()
   if isinstance(grads, Mapping):
-    return State(grads).flat_state()
+    return State(grads).to_flat_dict()
   raise StateMismatchError(
     f"Optimizer.update: grads must be a State (from nnx.grad), a Module of gradients or a"
     f" nested dict, got"
@@ -192,20 +217,21 @@ class Optimizer(Module):
     self.step = OptState(jnp.array(0, dtype=jnp.uint32))
     self.tx = tx
     self.wrt = wrt
-    flat = _graph.variables(model, wrt).flat_state()
-    params = _nest({p: _value(v) for p, v in flat.items()})
+    flat = _graph.variables(model, wrt).to_flat_dict()
+    params = State.from_flat_path({p: _value(v) for p, v in flat.items()})
     with _standard_promotion():
       state = tx.init(params)
-    # Stored directly: a top-level dict must stay a plain dict (not an nnx.Dict) so that
-    # its leaves are read and written the same way as those of tuple states.
+    # Stored directly and marked as data: a top-level dict must stay a plain dict (not an
+    # nnx.Dict) so that its leaves are read and written the same way as those of tuple states.
     variables = {p: v for p, v in flat.items() if _is_var(v)}
     self.__dict__["opt_state"] = _to_opt_state(state, variables)
+    self.__dict__["_nnx_marks"] = {**(self.__dict__.get("_nnx_marks") or {}), "opt_state": True}
 
   def update(self, model: Any, grads: Any, /, **kwargs: Any) -> Any:
     """Applies one optax step to ``model``'s ``wrt`` Variables, in place.
 
     Computes ``updates, opt_state = tx.update(grads, opt_state, params, **kwargs)``
-    and ``params = optax.apply_updates(params, updates)`` on plain nested dicts,
+    and ``params = optax.apply_updates(params, updates)`` on States of raw values,
     writes the new values into the model and the optimizer, and increments ``step``.
 
     Args:
@@ -233,7 +259,7 @@ class Optimizer(Module):
       >>> (model.kernel.value - before).tolist(), int(opt.step.value)
       ([[-0.5], [-0.5]], 1)
     """
-    flat = _graph.variables(model, self.wrt).flat_state()
+    flat = _graph.variables(model, self.wrt).to_flat_dict()
     gflat = _flat_grads(grads)
     missing = [p for p in flat if p not in gflat]
     if missing:
@@ -243,11 +269,11 @@ class Optimizer(Module):
         f" (wrt={self.wrt!r}). Fix: compute the grads with the same filter, e.g."
         " `nnx.grad(loss_fn, wrt=<the optimizer's wrt>)(model)`."
       )
-    params = _nest({p: _value(v) for p, v in flat.items()})
-    g = _nest({p: gflat[p].value if _is_var(gflat[p]) else gflat[p] for p in flat})
+    params = State.from_flat_path({p: _value(v) for p, v in flat.items()})
+    g = State.from_flat_path({p: _value(gflat[p]) for p in flat})
     opt_vars, opt_def = jax.tree.flatten(self.opt_state, is_leaf=_is_var)
     opt_pure = jax.tree.unflatten(opt_def, [v.value for v in opt_vars])
-    extra = {k: v.to_pure_dict() if isinstance(v, State) else v for k, v in kwargs.items()}
+    extra = {k: _raw_state(v) if isinstance(v, State) else v for k, v in kwargs.items()}
     with _standard_promotion():
       updates, new_state = self.tx.update(g, opt_pure, params, **extra)
       new_params = optax.apply_updates(params, updates)
@@ -258,8 +284,36 @@ class Optimizer(Module):
       else:
         raw[p] = _get(new_params, p)
     if raw:  # raw array leaves (as flax.nnx 0.12 allows) are written back through the graph
-      _graph.update(model, State(_nest(raw)))
+      _graph.update(model, State.from_flat_path(raw))
     for v, new in zip(opt_vars, opt_def.flatten_up_to(new_state)):  # type: ignore[attr-defined]
       v.value = new
     self.step.value = self.step.value + 1
-    return State(updates) if isinstance(grads, State) else updates
+    return updates if isinstance(grads, State) else updates.to_pure_dict()
+
+
+class ModelAndOptimizer(Optimizer):
+  """An :class:`Optimizer` that holds its model: ``update(grads)`` steps ``self.model``.
+
+  Args:
+    model: the model to optimize.
+    tx: an optax transformation.
+    wrt: filter of the optimized Variables (default ``nnx.Param``).
+
+  Raises:
+    GraphStructureError: if ``wrt`` selects raw arrays.
+
+  Example:
+    >>> import jax.numpy as jnp, optax, nnx_eqx as nnx
+    >>> state = nnx.ModelAndOptimizer(nnx.Linear(2, 1, rngs=nnx.Rngs(0)), optax.sgd(0.1))
+    >>> grads = nnx.grad(lambda m: m(jnp.ones((1, 2))).sum())(state.model)
+    >>> _ = state.update(grads); int(state.step.value)
+    1
+  """
+
+  def __init__(self, model: Any, tx: Any, *, wrt: Filter = Param):
+    super().__init__(model, tx, wrt=wrt)
+    self.model = model
+
+  def update(self, grads: Any, /, **kwargs: Any) -> Any:  # type: ignore[override]
+    """One optax step on ``self.model`` (see :meth:`Optimizer.update`)."""
+    return super().update(self.model, grads, **kwargs)

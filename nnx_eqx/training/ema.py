@@ -1,5 +1,4 @@
-"""``EMA``: an exponential moving average of a model's Variables, and
-``ModelAndOptimizer``, an Optimizer that keeps its model."""
+"""``EMA``: an exponential moving average of a model's Variables (flax.nnx.training.ema)."""
 
 from __future__ import annotations
 
@@ -9,10 +8,9 @@ import jax
 
 from ..graph import _graph
 from ..graph._filters import Filter
-from ..graph._variables import Param, Variable
-from ..module._containers import Dict
+from ..graph._variables import Variable
+from ..module._containers import Dict, List
 from ..module._module import Module
-from ._optimizer import Optimizer
 
 
 def _nested_dict(flat: dict) -> Dict:
@@ -23,8 +21,13 @@ def _nested_dict(flat: dict) -> Dict:
       d = d.setdefault(k, {})
     d[path[-1]] = v
 
-  def build(d: dict) -> Dict:
-    return Dict({k: build(v) if isinstance(v, dict) else v for k, v in d.items()})
+  def build(d: dict) -> Dict | List:
+    children = {k: build(v) if isinstance(v, dict) else v for k, v in d.items()}
+    if children and all(isinstance(k, int) for k in children):
+      # integer keys (nnx.List / nnx.Sequential layers): an nnx.List, indexed as in the model
+      if sorted(children) == list(range(len(children))):
+        return List([children[i] for i in range(len(children))])
+    return Dict({str(k) if isinstance(k, int) else k: v for k, v in children.items()})
 
   return build(root)
 
@@ -60,16 +63,16 @@ class EMA(Module):
   def __init__(self, params: Any, decay: float, *, only: Filter = ..., graph: bool | None = None):
     self.decay = decay
     self.only = only
-    flat = _graph.variables(params, only).flat_state()
+    flat = _graph.variables(params, only).to_flat_dict()
     self.params = _nested_dict({p: v.copy() for p, v in flat.items() if isinstance(v, Variable)})
 
   def _tracked(self) -> dict:
-    return _graph.variables(self.params).flat_state()
+    return _graph.variables(self.params).to_flat_dict()
 
   def update(self, updates: Any) -> None:
     """Moves every tracked Variable towards its value in ``updates`` (a model or State)."""
     if isinstance(updates, Module):
-      new = _graph.variables(updates, self.only).flat_state()
+      new = _graph.variables(updates, self.only).to_flat_dict()
     else:
       new = dict(_graph._flat_of([updates]))
     decay = self.decay
@@ -88,31 +91,3 @@ class EMA(Module):
       else:
         parent[path[-1]] = var
     return new
-
-
-class ModelAndOptimizer(Optimizer):
-  """An :class:`Optimizer` that holds its model: ``update(grads)`` steps ``self.model``.
-
-  Args:
-    model: the model to optimize.
-    tx: an optax transformation.
-    wrt: filter of the optimized Variables (default ``nnx.Param``).
-
-  Raises:
-    GraphStructureError: if ``wrt`` selects raw arrays.
-
-  Example:
-    >>> import jax.numpy as jnp, optax, nnx_eqx as nnx
-    >>> state = nnx.ModelAndOptimizer(nnx.Linear(2, 1, rngs=nnx.Rngs(0)), optax.sgd(0.1))
-    >>> grads = nnx.grad(lambda m: m(jnp.ones((1, 2))).sum())(state.model)
-    >>> _ = state.update(grads); int(state.step.value)
-    1
-  """
-
-  def __init__(self, model: Any, tx: Any, *, wrt: Filter = Param):
-    super().__init__(model, tx, wrt=wrt)
-    self.model = model
-
-  def update(self, grads: Any, /, **kwargs: Any) -> Any:  # type: ignore[override]
-    """One optax step on ``self.model`` (see :meth:`Optimizer.update`)."""
-    return super().update(self.model, grads, **kwargs)

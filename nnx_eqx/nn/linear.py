@@ -1,4 +1,9 @@
-"""Dense layers: ``Linear``, ``LinearGeneral`` and ``Einsum`` (as flax.nnx)."""
+"""Dense layers: ``Linear``, ``LinearGeneral`` and ``Einsum`` (flax.nnx.nn.linear).
+
+As in flax, this module also exposes ``Conv``, ``ConvTranspose``, ``Embed`` (defined
+in ``_conv``/``_embed``) and the default initializers ``default_kernel_init``,
+``default_bias_init`` and ``default_embed_init``.
+"""
 
 from __future__ import annotations
 
@@ -31,6 +36,13 @@ from ._common import (
   optional_kwargs,
   promote_dtype,
 )
+from ._conv import Conv as Conv
+from ._conv import ConvTranspose as ConvTranspose
+from ._conv import canonicalize_padding as canonicalize_padding
+from ._embed import Embed as Embed
+from ._embed import default_embed_init as default_embed_init
+from .initializers import default_bias_init as default_bias_init
+from .initializers import default_kernel_init as default_kernel_init
 
 
 class Linear(Module):

@@ -14,7 +14,7 @@ from ..module._module import Module
 from ..module._rngs import Rngs
 from . import initializers
 from ._common import LayerConfigError, check_features, promote_dtype
-from ._linear import Linear
+from .linear import Linear
 
 Dtype = Any
 Initializer = Callable[..., jax.Array]
@@ -30,8 +30,8 @@ class LoRAParam(Param):
   """
 
 
-_DEFAULT_A = initializers.he_uniform()
-_DEFAULT_B = initializers.zeros
+default_a_initializer = initializers.he_uniform()
+default_b_initializer = initializers.zeros
 
 
 class LoRA(Module):
@@ -74,8 +74,8 @@ class LoRA(Module):
     base_module: Any = None,
     dtype: Dtype | None = None,
     param_dtype: Dtype = jnp.float32,
-    a_initializer: Initializer = _DEFAULT_A,
-    b_initializer: Initializer = _DEFAULT_B,
+    a_initializer: Initializer = default_a_initializer,
+    b_initializer: Initializer = default_b_initializer,
     lora_param_type: type[Variable] = LoRAParam,
     promote_dtype: Callable[..., tuple] = promote_dtype,
     rngs: Rngs,
@@ -144,8 +144,8 @@ class LoRALinear(Linear):
     lora_rank: int,
     lora_dtype: Dtype | None = None,
     lora_param_dtype: Dtype = jnp.float32,
-    a_initializer: Initializer = _DEFAULT_A,
-    b_initializer: Initializer = _DEFAULT_B,
+    a_initializer: Initializer = default_a_initializer,
+    b_initializer: Initializer = default_b_initializer,
     lora_param_type: type[Variable] = LoRAParam,
     lora_promote_dtype: Callable[..., tuple] = promote_dtype,
     rngs: Rngs,

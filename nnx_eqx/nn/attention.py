@@ -1,4 +1,8 @@
-"""``MultiHeadAttention`` with an autoregressive cache (as flax.nnx)."""
+"""``MultiHeadAttention`` with an autoregressive cache (flax.nnx.nn.attention).
+
+The attention functions and mask helpers (defined in ``_dot_product``) are importable
+from here too, as in flax.
+"""
 
 from __future__ import annotations
 
@@ -25,10 +29,14 @@ from ._common import (
   first_from,
   promote_dtype,
 )
-from ._dot_product import combine_masks, dot_product_attention
-from ._linear import LinearGeneral
-from ._normalization import LayerNorm
-from ._stochastic import next_key, own_stream
+from ._dot_product import combine_masks as combine_masks
+from ._dot_product import dot_product_attention as dot_product_attention
+from ._dot_product import dot_product_attention_weights as dot_product_attention_weights
+from ._dot_product import make_attention_mask as make_attention_mask
+from ._dot_product import make_causal_mask as make_causal_mask
+from .linear import LinearGeneral
+from .normalization import LayerNorm
+from .stochastic import next_key, own_stream
 
 
 class MultiHeadAttention(Module):

@@ -1,6 +1,10 @@
 """Recurrent cells: ``LSTMCell``, ``OptimizedLSTMCell``, ``GRUCell``, ``SimpleCell``
 (as flax.nnx). A cell maps ``(carry, x) -> (new_carry, y)`` for one time step;
-``initialize_carry(input_shape)`` builds the first carry."""
+``initialize_carry(input_shape)`` builds the first carry.
+
+flax.nnx.nn.recurrent: ``RNN``, ``Bidirectional`` and ``flip_sequences`` (defined in
+``_rnn``) are importable from here too.
+"""
 
 from __future__ import annotations
 
@@ -23,8 +27,13 @@ from ._common import (
   check_features,
   promote_dtype,
 )
-from ._linear import Linear
-from ._stochastic import own_stream
+from ._rnn import RNN as RNN
+from ._rnn import Bidirectional as Bidirectional
+from ._rnn import flip_sequences as flip_sequences
+from .initializers import default_bias_init as default_bias_init
+from .initializers import default_kernel_init as default_kernel_init
+from .linear import Linear
+from .stochastic import own_stream
 
 
 def modified_orthogonal(key: jax.Array, shape: tuple[int, ...], dtype: Dtype = jnp.float32):

@@ -1,0 +1,6 @@
+"""``nnx.summary`` (flax.nnx's module path): ``tabulate``.
+
+A re-export namespace (see ``nnx_eqx/__init__.py``, "flax 0.12 import surface").
+"""
+
+from .training._summary import tabulate as tabulate

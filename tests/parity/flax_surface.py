@@ -1,0 +1,126 @@
+"""Records flax.nnx's public import surface (run in an environment with flax).
+
+/work/flaxenv/bin/python tests/parity/flax_surface.py
+
+Writes ``flax_surface.json``: for every public module path under ``flax.nnx``
+(private modules and the Linen ``bridge`` package left out), the public
+functions, classes and constants a user can import from it. A name counts when
+the module defines it (``def``/``class``/assignment), re-exports it explicitly
+(``from x import y as y``), lists it in ``__all__``, or, for a package's
+``__init__``, imports it from inside flax. Type variables, typing constructs,
+modules and plain aliases of third-party types (``Array = jax.Array``) are left
+out. ``tests/test_flax_surface.py`` checks the list against nnx_eqx.
+"""
+
+import ast
+import importlib
+import inspect
+import json
+import pathlib
+import pkgutil
+import sys
+import typing
+
+import flax
+import flax.nnx
+
+SKIP_PACKAGES = ("flax.nnx.bridge",)  # the Linen bridge: out of scope (needs flax)
+TYPING_MODULES = {"typing", "typing_extensions", "collections.abc", "abc", "types", "builtins"}
+
+
+def _top_level_statements(body):
+  for node in body:
+    if isinstance(node, ast.If | ast.Try):
+      yield from _top_level_statements(node.body)
+      yield from _top_level_statements(getattr(node, "orelse", []))
+    else:
+      yield node
+
+
+def _candidate_names(module) -> set[str]:
+  source = inspect.getsource(module)
+  tree = ast.parse(source)
+  is_package = module.__file__.endswith("__init__.py")
+  names: set[str] = set(getattr(module, "__all__", ()))
+  for node in _top_level_statements(tree.body):
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+      names.add(node.name)
+    elif isinstance(node, ast.Assign | ast.AnnAssign):
+      targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+      names.update(t.id for t in targets if isinstance(t, ast.Name))
+    elif isinstance(node, ast.ImportFrom) and node.names[0].name == "*":
+      source_module = importlib.import_module(node.module or "")
+      names.update(n for n in _candidate_names(source_module) if _keep(source_module, n))
+    elif isinstance(node, ast.ImportFrom):
+      inside_flax = node.level > 0 or (node.module or "").startswith("flax")
+      for alias in node.names:
+        if alias.asname is not None and alias.asname == alias.name:
+          names.add(alias.name)  # explicit re-export
+        elif is_package and inside_flax and alias.name != "*":
+          names.add(alias.asname or alias.name)
+  return {n for n in names if not n.startswith("_")}
+
+
+def _is_typing_thing(value) -> bool:
+  if isinstance(value, typing.TypeVar | typing.ParamSpec):
+    return True
+  kind_module = getattr(type(value), "__module__", "")
+  if kind_module in ("typing", "typing_extensions"):
+    return True  # Any, Union[...], generic aliases, NewType, ...
+  return getattr(value, "__module__", None) in TYPING_MODULES and not callable(value)
+
+
+def _keep(module, name: str) -> bool:
+  if not hasattr(module, name):
+    return False
+  value = getattr(module, name)
+  if inspect.ismodule(value) or _is_typing_thing(value):
+    return False
+  if inspect.isclass(value):
+    origin = value.__module__
+    if origin.split(".")[0] in sys.stdlib_module_names:
+      return False  # typing, collections, abc, ... re-imported
+    if getattr(value, "_is_protocol", False):
+      return False  # a typing Protocol (the ``Simple*Fn`` call signatures)
+    # ``Array = jax.Array``: a type alias for a third-party class, unless re-exported
+    # by its own name (``from jax import Array as Array`` style is kept).
+    if not origin.startswith("flax") and value.__name__ != name:
+      return False
+  return True
+
+
+def public_modules() -> list[str]:
+  paths = ["flax.nnx"]
+  for info in pkgutil.walk_packages(flax.nnx.__path__, "flax.nnx."):
+    parts = info.name.split(".")
+    if any(p.startswith("_") for p in parts) or info.name.startswith(SKIP_PACKAGES):
+      continue
+    paths.append(info.name)
+  return sorted(paths)
+
+
+# Type aliases users import by name although the rules above leave typing things out.
+EXTRA = {"flax.nnx.graph": ["Key"], "flax.nnx.graphlib": ["Key"]}
+
+
+def surface() -> dict[str, list[str]]:
+  result = {}
+  for path in public_modules():
+    module = importlib.import_module(path)
+    names = sorted(
+      {n for n in _candidate_names(module) if _keep(module, n)} | set(EXTRA.get(path, []))
+    )
+    if path == "flax.nnx":
+      # The package re-exports with ``from .x import y as y``; its submodule
+      # attributes (nnx.nn, nnx.graph, ...) are checked as module paths.
+      names = sorted(n for n in names if f"flax.nnx.{n}" not in result)
+    result[path.replace("flax.nnx", "nnx_eqx", 1)] = names
+  return result
+
+
+if __name__ == "__main__":
+  data = {"_flax_version": flax.__version__, "modules": surface()}
+  out = pathlib.Path(__file__).with_name("flax_surface.json")
+  out.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+  total = sum(len(v) for v in data["modules"].values())
+  print(f"wrote {out}: {len(data['modules'])} modules, {total} names")
