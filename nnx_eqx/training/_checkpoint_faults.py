@@ -110,6 +110,19 @@ def innermost(error: BaseException) -> BaseException:
   return list(_chain(error))[-1]
 
 
+# tensorstore's status codes for a file it could not read or decode.
+_DAMAGE_STATUS = ("DATA_LOSS:", "OUT_OF_RANGE:", "NOT_FOUND:", "FAILED_PRECONDITION:")
+
+
+def is_damage(error: BaseException) -> bool:
+  """Whether a read error from orbax comes from a damaged or missing file (and not,
+  say, from shardings that do not fit the devices)."""
+  inner = innermost(error)
+  if isinstance(inner, (json.JSONDecodeError, UnicodeDecodeError, EOFError, FileNotFoundError)):
+    return True
+  return str(inner).startswith(_DAMAGE_STATUS)
+
+
 def summary(error: BaseException) -> str:
   """``Type: first line of the message`` of the innermost cause, at most 300 characters."""
   inner = innermost(error)

@@ -31,6 +31,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import SingleDeviceSharding
 
 from ..graph._errors import NnxError
 from ..graph._graph import is_graph_node, update
@@ -145,6 +146,8 @@ def _stored_arrays(ocp: Any, path: pathlib.Path) -> tuple[dict[str, tuple], dict
       raise _not_found(path) from e
     raise _faults.corrupt_checkpoint(path, e) from e
   except _faults.READ_ERRORS as e:
+    if not _faults.is_damage(e):
+      raise
     raise _faults.corrupt_checkpoint(path, e) from e
   finally:
     handler.close()
@@ -160,11 +163,23 @@ def _stored_arrays(ocp: Any, path: pathlib.Path) -> tuple[dict[str, tuple], dict
   return stored, empty
 
 
-def _read(ckptr: Any, path: pathlib.Path, *args: Any) -> Any:
-  """``ckptr.restore(path, *args)``, a damaged file raising CheckpointCorruptError."""
+def _read(ocp: Any, path: pathlib.Path, target: Any) -> Any:
+  """The arrays of the checkpoint, laid out as ``target`` says (all of them if None).
+
+  A leaf without a sharding is placed as saved, or on the default device when
+  the devices that saved it are not all here (a checkpoint saved by several
+  processes, restored by one).
+
+  Raises:
+    CheckpointCorruptError: a file of the checkpoint cannot be read.
+  """
+  args = ocp.args.StandardRestore(target, fallback_sharding=SingleDeviceSharding(jax.devices()[0]))
   try:
-    return ckptr.restore(path, *args)
+    with ocp.Checkpointer(ocp.StandardCheckpointHandler()) as ckptr:
+      return ckptr.restore(path, args=args)
   except _faults.READ_ERRORS as e:
+    if not _faults.is_damage(e):
+      raise
     raise _faults.corrupt_checkpoint(path, e) from e
 
 
@@ -205,12 +220,11 @@ def restore(directory: str | os.PathLike, target: Any = None) -> Any:
   if not path.is_dir():
     raise _not_found(path)
   stored, empty = _stored_arrays(ocp, path)
-  with ocp.StandardCheckpointer() as ckptr:
-    if target is None:
-      return _tree.add_empty(_read(ckptr, path), empty)
-    lay = _tree.layout(_as_state(target, "restore's target"))
-    _tree.check_compatible(lay, stored)
-    restored = _read(ckptr, path, _tree.abstract_tree(lay))
+  if target is None:
+    return _tree.add_empty(_read(ocp, path, None), empty)
+  lay = _tree.layout(_as_state(target, "restore's target"))
+  _tree.check_compatible(lay, stored)
+  restored = _read(ocp, path, _tree.abstract_tree(lay))
   new = _tree.rebuild(lay, _tree.add_empty(restored, empty))
   if isinstance(target, State):
     return new
