@@ -242,6 +242,7 @@ from .bridge import tree_serialise_leaves as tree_serialise_leaves
 from . import checkpoint as checkpoint
 from .training._summary import tabulate as tabulate
 from .checkpoint import CheckpointMismatchError as CheckpointMismatchError
+from .checkpoint import CheckpointCorruptError as CheckpointCorruptError
 
 # --- end ecosystem ---
 

@@ -4,6 +4,7 @@ The implementation lives in ``nnx_eqx.training.checkpoint``; this module keeps
 the public ``nnx_eqx.checkpoint`` path.
 """
 
+from .training.checkpoint import CheckpointCorruptError as CheckpointCorruptError
 from .training.checkpoint import CheckpointExistsError as CheckpointExistsError
 from .training.checkpoint import CheckpointMismatchError as CheckpointMismatchError
 from .training.checkpoint import CheckpointNotFoundError as CheckpointNotFoundError

@@ -21,6 +21,7 @@ from typing import Any
 import equinox as eqx
 
 from ..graph._graph import clone, state, update
+from ..training._checkpoint_faults import corrupt_file, innermost
 from ..training.checkpoint import eqx_deserialise_filter_spec, eqx_serialise_filter_spec
 from ._convert import from_eqx, to_eqx_with_state
 from ._errors import BridgeError
@@ -103,7 +104,11 @@ def tree_deserialise_leaves(
   Raises:
     EqxFileMismatchError: (a ``RuntimeError``) the file does not fit the Equinox
       form of ``like``: a leaf's shape or dtype differs (its Equinox path is
-      named), the file ends early, or a path holds leaves beyond ``like``'s.
+      named), the file ends early at a leaf boundary, or a path holds leaves
+      beyond ``like``'s.
+    CheckpointCorruptError: (a ``ValueError``) the file is damaged: empty
+      (zero-length), cut short inside a leaf's record, or garbled (the file and
+      the Equinox path of the leaf are named). ``like`` is left unchanged.
     CycleError, SharedConversionError, UnconvertibleFieldError: ``like`` has no
       Equinox form (as :func:`nnx.to_eqx_with_state`).
 
@@ -119,25 +124,52 @@ def tree_deserialise_leaves(
   """
   model, eqx_state = to_eqx_with_state(like)
   is_path = not hasattr(path_or_file, "read")
+  name = repr(os.fspath(path_or_file)) if is_path else _file_name(path_or_file)
   opened: Any = open(path_or_file, "rb") if is_path else contextlib.nullcontext(path_or_file)
+  start = None
   try:
     with opened as f:
+      start = _position(f)
       loaded = eqx.tree_deserialise_leaves(f, (model, eqx_state), filter_spec=filter_spec)
       if is_path and f.read(1):
         raise EqxFileMismatchError(
-          f"nnx.tree_deserialise_leaves: {os.fspath(path_or_file)!r} holds more leaves than"
+          f"nnx.tree_deserialise_leaves: {name} holds more leaves than"
           " the Equinox form of `like`, so it was written by another model. Fix: pass as"
           " `like` a module with the layers, sizes and state of the model that wrote the file."
         )
   except EqxFileMismatchError:
     raise
   except RuntimeError as e:  # Equinox's shape/dtype checks and TreePathError
+    cause = innermost(e)
+    nothing = os.path.getsize(path_or_file) == 0 if is_path else _position(path_or_file) == start
+    if isinstance(cause, EOFError) and start is not None and nothing:
+      raise corrupt_file(f"nnx.tree_deserialise_leaves: {name}", None, "it is empty") from e
+    if isinstance(cause, ValueError):  # numpy's .npy reader: a cut or garbled record
+      why = f"a leaf's record is cut short or garbled (Equinox: {str(e).splitlines()[0]})"
+      raise corrupt_file(f"nnx.tree_deserialise_leaves: {name}", cause, why) from e
+    cut = (
+      " If `like` is right, the file was cut short: save it again."
+      if isinstance(cause, EOFError)
+      else ""
+    )
     raise EqxFileMismatchError(
       "nnx.tree_deserialise_leaves: the file does not fit the Equinox form of `like`,"
       f" nnx.to_eqx_with_state(like) (Equinox says: {e}). Paths index the pair"
       " (model, state). Fix: pass as `like` a module with the layers, sizes, dtypes and"
-      " state of the model that wrote the file."
+      f" state of the model that wrote the file.{cut}"
     ) from e
   out = clone(like)
   update(out, state(from_eqx(*loaded)))
   return out
+
+
+def _file_name(f: Any) -> str:
+  name = getattr(f, "name", None)
+  return repr(name) if isinstance(name, str) else f"the {type(f).__name__} file object"
+
+
+def _position(f: Any) -> int | None:
+  try:
+    return f.tell()
+  except (AttributeError, OSError, ValueError):
+    return None

@@ -31,12 +31,15 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import SingleDeviceSharding
 
 from ..graph._errors import NnxError
 from ..graph._graph import is_graph_node, update
 from ..graph._graph import state as _state
 from ..graph._state import State
+from . import _checkpoint_faults as _faults
 from . import _checkpoint_tree as _tree
+from ._checkpoint_faults import CheckpointCorruptError as CheckpointCorruptError
 from ._checkpoint_tree import CheckpointMismatchError as CheckpointMismatchError
 
 _META_KEY = "nnx_eqx"  # our entry in orbax's custom metadata (JSON)
@@ -119,23 +122,65 @@ def _not_found(path: pathlib.Path) -> CheckpointNotFoundError:
   )
 
 
-def _stored_arrays(ckptr: Any, path: pathlib.Path) -> tuple[dict[str, tuple], dict]:
+def _stored_arrays(ocp: Any, path: pathlib.Path) -> tuple[dict[str, tuple], dict]:
   """``({name: (shape, dtype)}, empty)`` of every array in the checkpoint.
 
+  Reads orbax's step metadata (our custom metadata) and its item metadata
+  (the tree of arrays), letting orbax report what it cannot read.
+
   Raises:
-    CheckpointNotFoundError: ``path`` holds no orbax checkpoint metadata.
+    CheckpointNotFoundError: ``path`` holds neither metadata file.
+    CheckpointCorruptError: one of them, or a file they lead to, cannot be read.
   """
-  md = ckptr.metadata(path)
-  if getattr(md, "item_metadata", None) is None:
-    raise _not_found(path)
-  tree = md.item_metadata.tree
+  step: Any = None
+  step_error: BaseException | None = None
+  try:
+    step = ocp.metadata.get_step_metadata(path)
+  except _faults.READ_ERRORS as e:  # missing, or unreadable (orbax logs which)
+    step_error = e
+  handler = ocp.StandardCheckpointHandler()
+  try:
+    tree = handler.metadata(path).tree
+  except FileNotFoundError as e:
+    if step is None:  # no metadata at all: not a checkpoint
+      raise _not_found(path) from e
+    raise _faults.corrupt_checkpoint(path, e) from e
+  except _faults.READ_ERRORS as e:
+    if not _faults.is_damage(e):
+      raise
+    raise _faults.corrupt_checkpoint(path, e) from e
+  finally:
+    handler.close()
+  if step is None:
+    assert step_error is not None
+    raise _faults.corrupt_checkpoint(path, step_error) from step_error
   flat = jax.tree_util.tree_flatten_with_path(tree, is_leaf=lambda x: hasattr(x, "shape"))[0]
   stored = {
     _tree.fmt(tuple(_tree.segment(k) for k in kp)): (tuple(m.shape), m.dtype) for kp, m in flat
   }
-  empty = (md.custom_metadata or {}).get(_META_KEY, {}).get("empty", {})
+  empty = (step.custom_metadata or {}).get(_META_KEY, {}).get("empty", {})
   stored.update({n: (tuple(shape), dtype) for n, (shape, dtype) in empty.items()})
   return stored, empty
+
+
+def _read(ocp: Any, path: pathlib.Path, target: Any) -> Any:
+  """The arrays of the checkpoint, laid out as ``target`` says (all of them if None).
+
+  A leaf without a sharding is placed as saved, or on the default device when
+  the devices that saved it are not all here (a checkpoint saved by several
+  processes, restored by one).
+
+  Raises:
+    CheckpointCorruptError: a file of the checkpoint cannot be read.
+  """
+  args = ocp.args.StandardRestore(target, fallback_sharding=SingleDeviceSharding(jax.devices()[0]))
+  try:
+    with ocp.Checkpointer(ocp.StandardCheckpointHandler()) as ckptr:
+      return ckptr.restore(path, args=args)
+  except _faults.READ_ERRORS as e:
+    if not _faults.is_damage(e):
+      raise
+    raise _faults.corrupt_checkpoint(path, e) from e
 
 
 def restore(directory: str | os.PathLike, target: Any = None) -> Any:
@@ -156,6 +201,8 @@ def restore(directory: str | os.PathLike, target: Any = None) -> Any:
 
   Raises:
     CheckpointNotFoundError: ``directory`` holds no checkpoint.
+    CheckpointCorruptError: a file of the checkpoint is truncated, empty,
+      garbled or missing (the file is named); ``target`` is left unchanged.
     CheckpointMismatchError: the checkpoint's paths, shapes or dtypes differ
       from the target's (every difference is named).
     TypeError: ``target`` is not a Module/State/None.
@@ -172,13 +219,12 @@ def restore(directory: str | os.PathLike, target: Any = None) -> Any:
   path = pathlib.Path(directory).absolute()
   if not path.is_dir():
     raise _not_found(path)
-  with ocp.StandardCheckpointer() as ckptr:
-    stored, empty = _stored_arrays(ckptr, path)
-    if target is None:
-      return _tree.add_empty(ckptr.restore(path), empty)
-    lay = _tree.layout(_as_state(target, "restore's target"))
-    _tree.check_compatible(lay, stored)
-    restored = ckptr.restore(path, _tree.abstract_tree(lay))
+  stored, empty = _stored_arrays(ocp, path)
+  if target is None:
+    return _tree.add_empty(_read(ocp, path, None), empty)
+  lay = _tree.layout(_as_state(target, "restore's target"))
+  _tree.check_compatible(lay, stored)
+  restored = _read(ocp, path, _tree.abstract_tree(lay))
   new = _tree.rebuild(lay, _tree.add_empty(restored, empty))
   if isinstance(target, State):
     return new
