@@ -58,4 +58,5 @@ from ._registry import unregister as unregister
 from ._shared import Select as Select
 from ._shared import Shared as Shared
 from ._shared import SharedRoot as SharedRoot
+from ._stack import stack_shape as stack_shape
 from ._state import EqxState as EqxState
