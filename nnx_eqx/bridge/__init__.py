@@ -8,6 +8,11 @@
   ``eqx.Module``): conversions for unregistered types.
 * ``_shared``: ``eqx.nn.Shared`` <-> shared Variables; ``_state``:
   ``eqx.nn.State`` <-> non-Param Variables.
+* ``_stack``: the stack axes of layers built with ``eqx.filter_vmap``, which
+  every built-in converter checks (its layouts act on trailing axes, so stacks
+  convert to the same NNX classes with stacked Variables).
+* ``_static``: static attributes that cannot be hashed, kept hashable in the
+  Equinox treedef but read back as the objects themselves.
 * ``_serialise``: Equinox's file format for NNX modules, through their
   Equinox form.
 
@@ -58,4 +63,5 @@ from ._registry import unregister as unregister
 from ._shared import Select as Select
 from ._shared import Shared as Shared
 from ._shared import SharedRoot as SharedRoot
+from ._stack import stack_shape as stack_shape
 from ._state import EqxState as EqxState

@@ -33,6 +33,7 @@ from ..module._module import Module
 from ._context import FromEqxContext, build_eqx, impl_of
 from ._errors import MissingStateError
 from ._state import is_index
+from ._static import StaticField, box, is_hashable
 from ._to_eqx import ToEqxContext
 
 _DUNDERS = frozenset({"__call__", "__getitem__", "__len__", "__iter__", "__contains__"})
@@ -84,9 +85,10 @@ def _members(nnx_type: type):
   return seen.items()
 
 
-def bridged_class(nnx_type: type, dynamic: tuple, static: tuple) -> type:
-  """The (cached) Equinox class for an NNX class with this attribute layout."""
-  key = (nnx_type, dynamic, static)
+def bridged_class(nnx_type: type, dynamic: tuple, static: tuple, boxed: tuple = ()) -> type:
+  """The (cached) Equinox class for an NNX class with this attribute layout;
+  the static fields named in ``boxed`` hold unhashable values (see ``_static``)."""
+  key = (nnx_type, dynamic, static, boxed)
   cls = _CLASSES.get(key)
   if cls is not None:
     return cls
@@ -111,6 +113,8 @@ def bridged_class(nnx_type: type, dynamic: tuple, static: tuple) -> type:
     elif callable(attr) and not isinstance(attr, (staticmethod, classmethod, type)):
       ns[name] = _wrap_method(name, attr)
   cls = type(nnx_type.__name__, (NnxModule,), ns)
+  for k in boxed:  # after the dataclass transform, which would take it for a default
+    setattr(cls, k, StaticField(k))
   _CLASSES[key] = cls
   return cls
 
@@ -170,7 +174,8 @@ def bridged_from_nnx(module: Any, ctx: ToEqxContext) -> NnxModule:
     return build_eqx(cls, items=values, _nnx_spec=items_spec, _nnx_meta=meta)
   dynamic = tuple(k for k, v in items if _dynamic(v))
   static = tuple(k for k, v in items if not _dynamic(v))
-  cls = bridged_class(type(module), dynamic, static)
+  boxed = tuple(k for k, v in items if k in static and not is_hashable(v))
+  cls = bridged_class(type(module), dynamic, static, boxed)
   fields = {}
   spec: list = []
   for k, v in items:
@@ -178,7 +183,7 @@ def bridged_from_nnx(module: Any, ctx: ToEqxContext) -> NnxModule:
       fields[k] = ctx.convert(v, ctx.path + (k,))
       spec.append((k, _spec(v)))
     else:
-      fields[k] = _static(v)
+      fields[k] = box(v) if k in boxed else v
   return build_eqx(cls, _nnx_spec=tuple(spec), _nnx_meta=meta, **fields)
 
 
@@ -234,7 +239,7 @@ def bridged_to_nnx(b: NnxModule, ctx: FromEqxContext) -> Any:
           (name, _rebuild(ctx, value, spec[name], ctx.path + (jtu.GetAttrKey(name),)))
         )
       else:
-        children.append((name, _unstatic(value)))
+        children.append((name, value))
   impl.set_children(obj, children)
   return obj
 

@@ -23,6 +23,8 @@ from ..nn import Linear as NnxLinear
 from . import _attention, _layers, _norms, _recurrent
 from ._context import FromEqxContext, build_eqx, impl_of, is_array
 from ._registry import register
+from ._stack import stack_shape
+from ._state import state_value
 from ._to_eqx import ToEqxContext
 
 enn = eqx.nn
@@ -55,14 +57,21 @@ class Layout:
     return f"Layout({self.name!r}{''.join(f', {a!r}' for a in self.args)})"
 
 
+def _lead(x: Any, k: int) -> tuple:
+  """The leading (stack) axes of ``x`` before its last ``k`` axes."""
+  return x.shape[: x.ndim - k]
+
+
+# Each layout acts on the trailing axes of one layer's array, so the leading axes
+# of layers stacked by ``eqx.filter_vmap`` (or ``nnx.vmap``) pass through.
 _LAYOUTS: dict[str, Callable[..., Any]] = {
-  "T": lambda x: x.T,
-  "flat": lambda x: x.reshape(-1),
-  "heads_in": lambda x, h: x.T.reshape(x.shape[1], h, -1),
-  "heads_in_eqx": lambda x: x.reshape(x.shape[0], -1).T,
-  "heads_bias": lambda x, h: x.reshape(h, -1),
-  "heads_out": lambda x, h: x.T.reshape(h, -1, x.shape[0]),
-  "heads_out_eqx": lambda x: x.reshape(-1, x.shape[-1]).T,
+  "T": lambda x: x.swapaxes(-1, -2),
+  "flat": lambda x: x.reshape(*_lead(x, 2), -1),
+  "heads_in": lambda x, h: x.swapaxes(-1, -2).reshape(*_lead(x, 2), x.shape[-1], h, -1),
+  "heads_in_eqx": lambda x: x.reshape(*_lead(x, 3), x.shape[-3], -1).swapaxes(-1, -2),
+  "heads_bias": lambda x, h: x.reshape(*_lead(x, 1), h, -1),
+  "heads_out": lambda x, h: x.swapaxes(-1, -2).reshape(*_lead(x, 2), h, -1, x.shape[-2]),
+  "heads_out_eqx": lambda x: x.reshape(*_lead(x, 3), -1, x.shape[-1]).swapaxes(-1, -2),
 }
 T = Layout("T")
 
@@ -103,8 +112,8 @@ def _param_dtype(dtype: Any) -> Any:
 
 
 def linear_to_nnx(e: enn.Linear, ctx: FromEqxContext) -> Any:
-  if not is_array(e.weight) or e.weight.ndim != 2:
-    return NotImplemented  # e.g. a vmapped stack of layers: generic conversion
+  if not is_array(e.weight) or stack_shape((e.weight, 2), (e.bias, 1)) is None:
+    return NotImplemented  # arrays that are no stack of layers: generic conversion
   statics = _statics(e, _LINEAR_STATICS)
   if "scalar" in (e.in_features, e.out_features) or ctx.keep_layout("weight"):
     w, b = ctx.variable("weight", type=Param), ctx.variable("bias", type=Param)
@@ -125,7 +134,9 @@ def nnx_linear_to_eqx(m: Any, ctx: ToEqxContext) -> Any:
     attrs[k] == v for k, v in defaults.items() if k not in (*_LINEAR_STATICS, "param_dtype")
   )
   kernel = attrs.get("kernel")
-  if kernel is None or not same or not _plain_params(kernel, attrs["bias"]) or kernel.ndim != 2:
+  if kernel is None or not same or not _plain_params(kernel, attrs["bias"]):
+    return NotImplemented
+  if stack_shape((kernel, 2), (attrs["bias"], 1)) is None:
     return NotImplemented
   pd, expected = attrs["param_dtype"], _param_dtype(kernel.dtype)
   if (
@@ -137,6 +148,8 @@ def nnx_linear_to_eqx(m: Any, ctx: ToEqxContext) -> Any:
 
 
 def bridge_linear_to_eqx(m: _layers.Linear, ctx: ToEqxContext) -> Any:
+  if stack_shape((m.weight, 2), (m.bias, 1)) is None:
+    return NotImplemented
   w, b = ctx.leaf("weight"), ctx.leaf("bias")
   return build_eqx(enn.Linear, weight=w, bias=b, **_statics(m, _LINEAR_STATICS))
 
@@ -157,25 +170,35 @@ _CONV_STATICS = (
 _CONV_TYPES = {1: enn.Conv1d, 2: enn.Conv2d, 3: enn.Conv3d}
 
 
+def _conv_stack(weight: Any, bias: Any, n: int) -> tuple | None:
+  return stack_shape((weight, n + 2), (bias, n + 1))
+
+
 def conv_to_nnx(e: enn.Conv, ctx: FromEqxContext) -> Any:
-  if not is_array(e.weight) or e.weight.ndim != e.num_spatial_dims + 2:
+  if not is_array(e.weight) or _conv_stack(e.weight, e.bias, e.num_spatial_dims) is None:
     return NotImplemented
   w, b = ctx.variable("weight", type=Param), ctx.variable("bias", type=Param)
   return _new(_layers.Conv, weight=w, bias=b, **_statics(e, _CONV_STATICS))
 
 
 def conv_to_eqx(m: _layers.Conv, ctx: ToEqxContext) -> Any:
+  if _conv_stack(m.weight, m.bias, m.num_spatial_dims) is None:
+    return NotImplemented
   w, b = ctx.leaf("weight"), ctx.leaf("bias")
   return build_eqx(_CONV_TYPES[m.num_spatial_dims], weight=w, bias=b, **_statics(m, _CONV_STATICS))
 
 
 # -- Embedding, norms, dropout ------------------------------------------------
 def embedding_to_nnx(e: enn.Embedding, ctx: FromEqxContext) -> Any:
+  if stack_shape((e.weight, 2)) is None:
+    return NotImplemented
   statics = _statics(e, ("num_embeddings", "embedding_size"))
   return _new(_layers.Embedding, embedding=ctx.variable("weight", type=Param), **statics)
 
 
 def embedding_to_eqx(m: _layers.Embedding, ctx: ToEqxContext) -> Any:
+  if stack_shape((m.embedding, 2)) is None:
+    return NotImplemented
   statics = _statics(m, ("num_embeddings", "embedding_size"))
   return build_eqx(enn.Embedding, weight=ctx.leaf("embedding"), **statics)
 
@@ -183,12 +206,21 @@ def embedding_to_eqx(m: _layers.Embedding, ctx: ToEqxContext) -> Any:
 _NORM_STATICS = ("shape", "eps", "use_weight", "use_bias")
 
 
+def _norm_stack(m: Any, weight: Any, bias: Any) -> tuple | None:
+  n = 1 if isinstance(m.shape, int) else len(m.shape)
+  return stack_shape((weight, n), (bias, n))
+
+
 def _norm_pair(eqx_type: type, nnx_type: type) -> None:
   def to_nnx(e, ctx):
+    if _norm_stack(e, e.weight, e.bias) is None:
+      return NotImplemented
     w, b = ctx.variable("weight", type=Param), ctx.variable("bias", type=Param)
     return _new(nnx_type, scale=w, bias=b, **_statics(e, _NORM_STATICS))
 
   def to_eqx(m, ctx):
+    if _norm_stack(m, m.scale, m.bias) is None:
+      return NotImplemented
     w, b = ctx.leaf("scale"), ctx.leaf("bias")
     return build_eqx(eqx_type, weight=w, bias=b, **_statics(m, _NORM_STATICS))
 
@@ -198,8 +230,22 @@ def _norm_pair(eqx_type: type, nnx_type: type) -> None:
 _BN_STATICS = ("axis_name", "input_size", "eps", "channelwise_affine", "momentum", "mode")
 
 
+def _bn_stack(*params: Any, counter: Any, stats: Any) -> tuple | None:
+  """Stack axes of a BatchNorm: ``params`` (scale, bias) and ``stats`` (mean, var)
+  have one axis per layer, ``counter`` (or ``first_time``) none."""
+  return stack_shape(*((p, 1) for p in (*params, *stats)), (counter, 0))
+
+
 def batchnorm_to_nnx(e: enn.BatchNorm, ctx: FromEqxContext) -> Any:
   if not isinstance(e.inference, bool) or any(is_array(a) for a in jtu.tree_leaves(e.axis_name)):
+    return NotImplemented
+  counter, stats = (
+    ("batch_counter", "batch_state_index")
+    if e.mode == "batch"
+    else ("ema_first_time_index", "ema_state_index")
+  )
+  read = [state_value(getattr(e, k), ctx.state, ctx.path) for k in (counter, stats)]
+  if _bn_stack(e.weight, e.bias, counter=read[0], stats=read[1]) is None:
     return NotImplemented
   m = _new(
     _norms.BatchNorm,
@@ -218,6 +264,9 @@ def batchnorm_to_nnx(e: enn.BatchNorm, ctx: FromEqxContext) -> Any:
 
 
 def batchnorm_to_eqx(m: _norms.BatchNorm, ctx: ToEqxContext) -> Any:
+  counter = m.counter if m.mode == "batch" else m.first_time
+  if _bn_stack(m.scale, m.bias, counter=counter, stats=(m.mean, m.var)) is None:
+    return NotImplemented
   idx: dict[str, Any] = dict.fromkeys(
     ("ema_first_time_index", "ema_state_index", "batch_counter", "batch_state_index")
   )
@@ -343,6 +392,8 @@ def mha_to_nnx(e: enn.MultiheadAttention, ctx: FromEqxContext) -> Any:
   projs = (e.query_proj, e.key_proj, e.value_proj, e.output_proj)
   if any(type(p) is not enn.Linear or not is_array(p.weight) for p in projs):
     return NotImplemented
+  if stack_shape(*((x, n) for p in projs for x, n in ((p.weight, 2), (p.bias, 1)))) is None:
+    return NotImplemented
   if type(e.dropout) is not enn.Dropout:
     return NotImplemented
   h = e.num_heads
@@ -365,6 +416,10 @@ def mha_to_nnx(e: enn.MultiheadAttention, ctx: FromEqxContext) -> Any:
 
 
 def mha_to_eqx(m: _attention.MultiheadAttention, ctx: ToEqxContext) -> Any:
+  arrays = [(getattr(m, f"{name}_kernel"), 3) for name in ("query", "key", "value", "out")]
+  arrays += [(getattr(m, f"{name}_bias"), 2) for name in ("query", "key", "value")]
+  if stack_shape(*arrays, (m.out_bias, 1)) is None:
+    return NotImplemented
   h = m.num_heads
   fields = {}
   for name, size, head in _PROJ:
@@ -392,8 +447,15 @@ def mha_to_eqx(m: _attention.MultiheadAttention, ctx: ToEqxContext) -> Any:
 _CELL_STATICS = ("input_size", "hidden_size", "use_bias")
 
 
+def _cell_stack(m: Any) -> tuple | None:
+  arrays = ((m.weight_ih, 2), (m.weight_hh, 2), (m.bias, 1), (getattr(m, "bias_n", None), 1))
+  return stack_shape(*arrays)
+
+
 def _cell_pair(eqx_type: type, nnx_type: type, has_bias_n: bool) -> None:
   def to_nnx(e, ctx):
+    if _cell_stack(e) is None:
+      return NotImplemented
     m = _new(
       nnx_type,
       weight_ih=ctx.variable("weight_ih", type=Param),
@@ -406,6 +468,8 @@ def _cell_pair(eqx_type: type, nnx_type: type, has_bias_n: bool) -> None:
     return m
 
   def to_eqx(m, ctx):
+    if _cell_stack(m) is None:
+      return NotImplemented
     fields = dict(
       weight_ih=ctx.leaf("weight_ih"),
       weight_hh=ctx.leaf("weight_hh"),

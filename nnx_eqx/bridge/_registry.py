@@ -71,6 +71,12 @@ def register(
   may return ``NotImplemented`` to fall back to generic conversion. Lookups use
   exact types, so subclasses convert generically unless registered too.
 
+  Layers stacked with ``eqx.filter_vmap`` (or ``nnx.vmap``) reach the same
+  converter with leading axes on every array: a converter either maps arrays
+  with functions of their trailing axes (so the stack axes pass through) or
+  returns ``NotImplemented`` for stacks; :func:`nnx.bridge.stack_shape` tells
+  the stack axes, and None when the arrays disagree (then decline).
+
   Args:
     eqx_type: an ``eqx.Module`` subclass.
     nnx_type: an ``nnx.Module`` subclass.
