@@ -12,8 +12,8 @@ so a missing name fails the test suite and ``mkdocs build``.
 """
 
 from __future__ import annotations
-
 import __future__
+
 import importlib
 import pathlib
 import re

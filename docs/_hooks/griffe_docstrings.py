@@ -24,6 +24,10 @@ _WRAPPED = re.compile(r"^\s+\w+(?:, *\w+)*,\s*$")
 _MULTI = re.compile(r"^(\s+)(\w+(?:, *\w+)+)( *\([^)]*\))?:(.*)$")
 
 
+def _indent(line: str) -> int:
+  return len(line) - len(line.lstrip())
+
+
 def split_multi_names(text: str) -> str:
   """Repeats an ``a, b: description`` entry (with its continuation) for each name."""
   lines = text.splitlines()
@@ -46,16 +50,14 @@ def split_multi_names(text: str) -> str:
         joined, j = joined + " " + lines[j].strip(), j + 1
       m = _MULTI.match(joined)
       if m is not None:
-        lines[i : j] = [joined]
+        lines[i:j] = [joined]
     if m is None:
       out.append(line)
       i += 1
       continue
     body = [m.group(4)]
     j = i + 1
-    while j < len(lines) and (not lines[j].strip() or len(lines[j]) - len(lines[j].lstrip()) > len(m.group(1))):
-      if not lines[j].strip():
-        break
+    while j < len(lines) and lines[j].strip() and _indent(lines[j]) > len(m.group(1)):
       body.append(lines[j])
       j += 1
     for name in m.group(2).split(","):
