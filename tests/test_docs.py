@@ -103,9 +103,10 @@ def test_docstring_conventions_are_read_as_google_sections():
   pytest.importorskip("griffe")
   ext = _load("griffe_docstrings")
   doc = "Args:\n  a, b,\n    c: shared text\n    more.\n  d: alone.\n\n"
-  doc += "Raises:\n  Whatever f raises.\n"
+  doc += "Raises:\n  Whatever f raises.\n\nSee :class:`nnx.Rngs` and :func:`~nnx.jit`.\n"
   out = ext.rewrite(doc + "\nExample:\n  >>> 1\n  1\n")
   assert "  a: shared text\n    more.\n  b: shared text\n    more.\n  c: shared text" in out
   assert "  d: alone." in out
   assert "  Exception: Whatever f raises." in out
   assert "Examples:\n  >>> 1" in out
+  assert "See `nnx.Rngs` and `nnx.jit`." in out

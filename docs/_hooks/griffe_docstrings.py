@@ -1,12 +1,13 @@
 """A griffe extension: reads the library's Google-style docstrings as written.
 
-Three conventions of the library that griffe's Google parser reads otherwise:
+Four conventions of the library that griffe's Google parser reads otherwise:
 
 * an ``Args:`` entry may document several parameters at once
   (``kernel_metadata, bias_metadata: metadata of the Params``); griffe expects
   one name per entry, so such an entry is repeated for each name;
 * ``Example:`` (singular) holds doctests; griffe renders only ``Examples:`` as
   code, so the heading is read as ``Examples:``;
+* Sphinx roles (``:class:`nnx.Rngs```) are shown as code (`` `nnx.Rngs` ``);
 * a ``Raises:`` entry may be prose (``Whatever fn raises; the caller's modules
   are then unchanged.``); it is read as an ``Exception:`` entry.
 """
@@ -19,6 +20,7 @@ from typing import Any
 import griffe
 
 _EXAMPLE = re.compile(r"^(\s*)Example:\s*$", re.M)
+_ROLE = re.compile(r":(?:class|func|meth|mod|attr|data|exc|obj):`~?([^`]+)`")
 _SECTIONS = ("Args:", "Arguments:", "Attributes:", "Keyword Args:", "Other Parameters:")
 _WRAPPED = re.compile(r"^\s+\w+(?:, *\w+)*,\s*$")
 _MULTI = re.compile(r"^(\s+)(\w+(?:, *\w+)+)( *\([^)]*\))?:(.*)$")
@@ -90,7 +92,8 @@ def prose_raises(text: str) -> str:
 
 
 def rewrite(text: str) -> str:
-  return prose_raises(split_multi_names(_EXAMPLE.sub(r"\1Examples:", text)))
+  text = _ROLE.sub(r"`\1`", _EXAMPLE.sub(r"\1Examples:", text))
+  return prose_raises(split_multi_names(text))
 
 
 class MultiNameArgs(griffe.Extension):
