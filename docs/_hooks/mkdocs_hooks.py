@@ -145,7 +145,8 @@ def flax_differences() -> str:
   order = ["Differs on purpose", "Differs", "Not implemented", "Not applicable"]
   for kind in sorted(kinds, key=lambda k: (order.index(k) if k in order else len(order), k)):
     entries = sorted(kinds[kind], key=lambda e: -len(e[2]))
-    lines += ["", f"### {kind} ({sum(len(e[2]) for e in entries)} tests)", ""]
+    n = sum(len(e[2]) for e in entries)
+    lines += ["", f"### {kind} ({n} test{'s' if n != 1 else ''})", ""]
     for text, _, names in entries:
       lines += [f"- {text}", ""]
       lines += [f"    - `{n}`" for n in names]
