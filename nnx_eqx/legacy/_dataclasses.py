@@ -149,8 +149,9 @@ def var_field(
 
   Args:
     variable_type: e.g. ``nnx.BatchStat`` or a user Variable subclass.
+    default, default_factory, init, repr, hash, compare, metadata, kw_only: as in
+      ``dataclasses.field``.
     **variable_metadata: metadata for the Variable, e.g. ``sharding=("x",)``.
-    (The other arguments are those of ``dataclasses.field``.)
 
   Raises:
     DataclassError: when the class is decorated with ``nnx.dataclass``, if

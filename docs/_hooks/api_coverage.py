@@ -1,0 +1,111 @@
+"""Which public names the API reference documents, and which have no docstring.
+
+The public names are those of the namespaces in ``NAMESPACES`` that do not start
+with ``_``, leaving out submodules (documented through their own names) and the
+``from __future__ import annotations`` feature. A name counts as documented when
+an API page (``docs/api/*.md``) has a ``::: path`` directive for it, or for the
+same object under the same name in another namespace (``nnx.from_eqx`` is
+``nnx.bridge.from_eqx``), or names it as ``nnx.X`` / ``nnx_eqx.X`` in backticks
+(aliases such as ``nnx.ModuleDef`` and the re-exported ``jax.nn`` functions).
+``tests/test_docs.py`` and the ``mkdocs`` hook (``mkdocs_hooks.py``) both use it,
+so a missing name fails the test suite and ``mkdocs build``.
+"""
+
+from __future__ import annotations
+import __future__
+
+import importlib
+import pathlib
+import re
+import types
+import typing
+from typing import Any
+
+NAMESPACES = (
+  "nnx_eqx",
+  "nnx_eqx.bridge",
+  "nnx_eqx.testing",
+  "nnx_eqx.checkpoint",
+  "nnx_eqx.metrics",
+  "nnx_eqx.graphlib",
+  "nnx_eqx.statelib",
+  "nnx_eqx.extract",
+  "nnx_eqx.variablelib",
+  "nnx_eqx.compat",
+  "nnx_eqx.nn.initializers",
+)
+
+_DIRECTIVE = re.compile(r"^::: +([\w.]+)", re.M)
+_BACKTICKED = re.compile(r"`(nnx(?:_eqx)?(?:\.\w+)+)`")
+
+
+def public_names() -> dict[str, Any]:
+  """``{"nnx_eqx.bridge.register": obj, ...}`` for every public name."""
+  names = {}
+  for ns in NAMESPACES:
+    mod = importlib.import_module(ns)
+    for name, obj in list(vars(mod).items()):
+      if name.startswith("_") or isinstance(obj, types.ModuleType):
+        continue
+      if isinstance(obj, __future__._Feature) or obj is getattr(typing, name, None):
+        continue  # `from __future__ import annotations`, `from typing import Any`
+      names[f"{ns}.{name}"] = obj
+  return names
+
+
+def _resolve(path: str) -> Any:
+  parts = path.split(".")
+  for i in range(len(parts), 0, -1):
+    try:
+      obj = importlib.import_module(".".join(parts[:i]))
+    except ImportError:
+      continue
+    for p in parts[i:]:
+      obj = getattr(obj, p)
+    return obj
+  raise ImportError(path)
+
+
+def documented(pages: list[pathlib.Path]) -> tuple[set[str], dict[str, list[Any]]]:
+  """The paths the pages name, and the objects of their ``:::`` directives by name."""
+  paths: set[str] = set()
+  objects: dict[str, list[Any]] = {}
+  for page in pages:
+    text = page.read_text()
+    for path in _DIRECTIVE.findall(text):
+      paths.add(path)
+      objects.setdefault(path.rsplit(".", 1)[-1], []).append(_resolve(path))
+    for path in _BACKTICKED.findall(text):
+      paths.add(re.sub(r"^nnx\.", "nnx_eqx.", path))
+  return paths, objects
+
+
+def missing_from(pages: list[pathlib.Path]) -> list[str]:
+  """Public names that no API page documents."""
+  paths, objects = documented(pages)
+  missing = []
+  for path, obj in public_names().items():
+    name = path.rsplit(".", 1)[-1]
+    if path in paths or any(o is obj for o in objects.get(name, ())):
+      continue
+    missing.append(path)
+  return missing
+
+
+def undocumented() -> list[str]:
+  """Public classes and functions of nnx_eqx without a docstring of their own.
+
+  Re-exported JAX functions (``nnx.relu``, the initializers) are documented by JAX.
+  """
+  bad = []
+  for path, obj in public_names().items():
+    if not callable(obj) or not getattr(obj, "__module__", "nnx_eqx").startswith("nnx_eqx"):
+      continue
+    doc = obj.__dict__.get("__doc__") if isinstance(obj, type) else obj.__doc__
+    if not (doc or "").strip():
+      bad.append(path)
+  return bad
+
+
+def api_pages(docs_dir: pathlib.Path) -> list[pathlib.Path]:
+  return sorted((docs_dir / "api").glob("*.md"))

@@ -1,0 +1,173 @@
+"""mkdocs hooks (``hooks:`` in mkdocs.yml): what the site generates at build time.
+
+* Before the build, every public name must have a docstring and an entry in
+  ``docs/api/*.md`` (``api_coverage.py``; ``tests/test_docs.py`` checks the same).
+* The notebooks in ``notebooks/`` (jupytext ``.py`` files) are executed in one
+  kernel by ``notebooks/run.py`` (as ``tests/test_notebooks.py`` does) and
+  rendered by mkdocs-jupyter with their outputs and figures. Executed notebooks
+  are cached in ``.docs_cache/`` under a hash of the notebooks and the library
+  source, so ``mkdocs serve`` does not re-run them after every edit.
+* ``<!-- generated: flax-differences -->`` in a page becomes the list of flax.nnx
+  tests that fail with nnx_eqx, under the reason each fails, rendered from
+  ``tests/parity/flax_suite_explained.toml`` and ``tests/parity/flax_suite.json``
+  (the same sources as ``tests/parity/flax_suite.md``).
+* ``<!-- generated: benchmark-results -->`` becomes ``benchmarks/results/RESULTS.md``,
+  with its PNG plots added to the site.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+import json
+import pathlib
+import re
+import sys
+import tempfile
+import time
+
+from mkdocs.plugins import event_priority
+from mkdocs.structure.files import File
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+sys.path.insert(0, str(HERE))
+
+import api_coverage  # noqa: E402
+
+CACHE = ROOT / ".docs_cache"
+
+
+def _load(name: str, path: pathlib.Path):
+  spec = importlib.util.spec_from_file_location(name, path)
+  assert spec is not None and spec.loader is not None
+  mod = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(mod)
+  return mod
+
+
+def on_config(config, **kwargs):
+  # hypothesis' @st.composite strategies (nnx.testing.arrays, graphs, eqx_models,
+  # eqx_inputs) wrap a function hypothesis generates in a temporary module, which
+  # griffe cannot import; name it after the function the library defines.
+  import nnx_eqx.testing
+
+  for name, obj in vars(nnx_eqx.testing).items():
+    inner = inspect.unwrap(obj) if callable(obj) else obj
+    if inner is not obj and "<locals>" in getattr(inner, "__qualname__", ""):
+      inner.__module__, inner.__qualname__ = obj.__module__, name
+      inner.__doc__ = inner.__doc__ or obj.__doc__
+  return config
+
+
+def on_pre_build(config, **kwargs) -> None:
+  docs_dir = pathlib.Path(config["docs_dir"])
+  missing = api_coverage.missing_from(api_coverage.api_pages(docs_dir))
+  undocumented = api_coverage.undocumented()
+  if missing or undocumented:
+    raise SystemExit(
+      "API reference incomplete.\n"
+      + "".join(f"  not in docs/api/*.md: {n}\n" for n in missing)
+      + "".join(f"  no docstring: {n}\n" for n in undocumented)
+    )
+
+
+def _source_hash(paths: list[pathlib.Path]) -> str:
+  h = hashlib.sha256()
+  library = sorted((ROOT / "nnx_eqx").rglob("*.py"))
+  for p in [*paths, *library, ROOT / "notebooks" / "run.py"]:
+    h.update(str(p.relative_to(ROOT)).encode() + b"\0" + p.read_bytes())
+  return h.hexdigest()[:16]
+
+
+def executed_notebooks() -> pathlib.Path:
+  """Folder holding ``notebooks/<name>.ipynb``, executed (from the cache if current)."""
+  run = _load("notebooks_run", ROOT / "notebooks" / "run.py")
+  paths = run.notebooks()
+  out = CACHE / _source_hash(paths)
+  nb_dir = out / "notebooks"
+  if all((nb_dir / f"{p.stem}.ipynb").exists() for p in paths):
+    return out
+  import nbformat
+
+  t0 = time.perf_counter()
+  with tempfile.TemporaryDirectory() as figures:
+    nbs = run.execute_all(paths, pathlib.Path(figures), timeout=600)
+  errors = [
+    f"{p.name}: {o['ename']}: {o['evalue']}"
+    for p, nb in zip(paths, nbs)
+    for c in nb.cells
+    for o in c.get("outputs", [])
+    if o.get("output_type") == "error"
+  ]
+  if errors:
+    raise SystemExit("notebook cells failed:\n  " + "\n  ".join(errors))
+  nb_dir.mkdir(parents=True, exist_ok=True)
+  for p, nb in zip(paths, nbs):
+    nbformat.write(nb, nb_dir / f"{p.stem}.ipynb")
+  print(f"INFO    -  executed {len(paths)} notebooks in {time.perf_counter() - t0:.0f} s")
+  return out
+
+
+@event_priority(100)  # before mkdocs-jupyter turns the .ipynb files into pages
+def on_files(files, config, **kwargs):
+  site, urls = config["site_dir"], config["use_directory_urls"]
+  nb_root = executed_notebooks()
+  for nb in sorted((nb_root / "notebooks").glob("*.ipynb")):
+    files.append(File(f"notebooks/{nb.name}", str(nb_root), site, urls))
+  for png in sorted((ROOT / "benchmarks" / "results").glob("*.png")):
+    files.append(File(f"benchmarks/results/{png.name}", str(ROOT), site, urls))
+  return files
+
+
+def flax_differences() -> str:
+  """The failing flax.nnx tests under their reasons, grouped by kind of reason."""
+  suite = _load("flax_suite", ROOT / "tests" / "parity" / "flax_suite.py")
+  summary = json.loads((ROOT / "tests" / "parity" / "flax_suite.json").read_text())["summary"]
+  explained = suite.load_explained(ROOT / "tests" / "parity" / "flax_suite_explained.toml")
+  groups, unexplained = suite.explain(summary["failing"], explained)
+  t = summary["total"]
+  lines = [
+    f"**{t['passed']} of {t['applicable']} applicable flax tests pass "
+    f"({100 * t['passed'] / t['applicable']:.0f} %);** {len(summary['failing'])} fail, "
+    f"{len(unexplained)} without an explanation.",
+    "",
+    "| flax test file | applicable | pass |",
+    "|---|---:|---:|",
+  ]
+  for rel, c in sorted(summary["files"].items()):
+    lines.append(f"| `{rel}` | {c.get('applicable', 0)} | {c.get('passed', 0)} |")
+  kinds: dict[str, list[tuple[str, str, list[str]]]] = {}
+  for why, names in groups.items():
+    kind, _, rest = why.partition(":")
+    kinds.setdefault(kind.strip(), []).append((rest.strip(), why, names))
+  order = ["Differs on purpose", "Differs", "Not implemented", "Not applicable"]
+  for kind in sorted(kinds, key=lambda k: (order.index(k) if k in order else len(order), k)):
+    entries = sorted(kinds[kind], key=lambda e: -len(e[2]))
+    n = sum(len(e[2]) for e in entries)
+    lines += ["", f"### {kind} ({n} test{'s' if n != 1 else ''})", ""]
+    for text, _, names in entries:
+      lines += [f"- {text}", ""]
+      lines += [f"    - `{n}`" for n in names]
+      lines.append("")
+  if unexplained:
+    lines += ["", "### Not yet explained", ""] + [f"- `{n}`" for n in unexplained]
+  return "\n".join(lines)
+
+
+def benchmark_results() -> str:
+  text = (ROOT / "benchmarks" / "results" / "RESULTS.md").read_text()
+  text = re.sub(r"^# .*\n", "", text, count=1)
+  text = re.sub(r"^(#+) ", r"#\1 ", text, flags=re.M)  # one level below the page's
+  return re.sub(r"\]\(([\w.-]+\.png)\)", r"](../benchmarks/results/\1)", text)
+
+
+_GENERATED = {"flax-differences": flax_differences, "benchmark-results": benchmark_results}
+
+
+def on_page_markdown(markdown, page, config, files, **kwargs):
+  def fill(m):
+    return _GENERATED[m.group(1)]()
+
+  return re.sub(r"<!-- generated: ([\w-]+) -->", fill, markdown)

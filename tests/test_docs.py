@@ -1,0 +1,112 @@
+"""The documentation site (``docs/``, ``mkdocs.yml``) covers the library and stays runnable.
+
+* every public name (``docs/_hooks/api_coverage.py``: the package root and the
+  ``bridge``/``testing``/``checkpoint``/``metrics``/flax-compatible namespaces)
+  has a docstring and an entry in the API reference pages, and every ``:::``
+  directive there names an existing object;
+* every page is in the navigation and every navigation entry exists;
+* every Python block in the docs is a doctest (``>>>``), so pytest's doctests over
+  ``docs/**/*.md`` run everything the site shows;
+* the generated list of flax.nnx differences names every failing flax test.
+
+``mkdocs build --strict`` (in ``.ci/run``) checks links and references and runs
+the same coverage check as a build hook.
+"""
+
+import importlib.util
+import pathlib
+import re
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+HOOKS = DOCS / "_hooks"
+
+
+def _load(name: str):
+  spec = importlib.util.spec_from_file_location(name, HOOKS / f"{name}.py")
+  assert spec is not None and spec.loader is not None
+  mod = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(mod)
+  return mod
+
+
+api_coverage = _load("api_coverage")
+PAGES = sorted(p for p in DOCS.rglob("*.md") if "_hooks" not in p.parts)
+
+
+def test_every_public_name_is_in_the_api_reference():
+  missing = api_coverage.missing_from(api_coverage.api_pages(DOCS))
+  assert not missing, "add these to a page in docs/api/ (`::: path`):\n" + "\n".join(missing)
+
+
+def test_every_public_name_has_a_docstring():
+  assert not api_coverage.undocumented()
+
+
+def test_the_coverage_check_can_fail(tmp_path):
+  (tmp_path / "one.md").write_text("# One\n\n::: nnx_eqx.Linear\n\n`nnx.ModuleDef`\n")
+  missing = api_coverage.missing_from([tmp_path / "one.md"])
+  assert "nnx_eqx.Linear" not in missing and "nnx_eqx.ModuleDef" not in missing
+  assert "nnx_eqx.Conv" in missing and "nnx_eqx.bridge.register" in missing
+
+
+def test_every_api_directive_resolves():
+  for page in api_coverage.api_pages(DOCS):
+    for path in re.findall(r"^::: +([\w.]+)", page.read_text(), re.M):
+      api_coverage._resolve(path)  # raises AttributeError naming the missing name
+
+
+def _nav_files(entry) -> list[str]:
+  if isinstance(entry, str):
+    return [entry]
+  if isinstance(entry, list):
+    return [f for e in entry for f in _nav_files(e)]
+  if isinstance(entry, dict):
+    return [f for v in entry.values() for f in _nav_files(v)]
+  return []
+
+
+def test_every_page_is_in_the_navigation():
+  yaml = pytest.importorskip("yaml")
+  config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+  nav = set(_nav_files(config["nav"]))
+  pages = {str(p.relative_to(DOCS)) for p in PAGES}
+  assert pages - nav == set(), "pages missing from mkdocs.yml nav"
+  notebooks = {f"notebooks/{p.stem}.ipynb" for p in (ROOT / "notebooks").glob("[0-9]*.py")}
+  assert nav - pages == notebooks, "nav entries without a page (or a notebook without one)"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(DOCS)) for p in PAGES])
+def test_python_blocks_are_doctests(page):
+  blocks = re.findall(r"```python\n(.*?)```", page.read_text(), re.S)
+  for block in blocks:
+    assert block.startswith(">>> "), f"{page.name}: a ```python block that is not a doctest"
+    assert block.endswith("\n\n"), f"{page.name}: leave a blank line before the closing fence"
+
+
+def test_flax_differences_name_every_failing_test():
+  pytest.importorskip("mkdocs")
+  hooks = _load("mkdocs_hooks")
+  text = hooks.flax_differences()
+  import json
+
+  summary = json.loads((ROOT / "tests/parity/flax_suite.json").read_text())["summary"]
+  assert summary["failing"]
+  for name in summary["failing"]:
+    assert f"`{name}`" in text
+  assert "Not yet explained" not in text
+
+
+def test_docstring_conventions_are_read_as_google_sections():
+  pytest.importorskip("griffe")
+  ext = _load("griffe_docstrings")
+  doc = "Args:\n  a, b,\n    c: shared text\n    more.\n  d: alone.\n\n"
+  doc += "Raises:\n  Whatever f raises.\n\nSee :class:`nnx.Rngs` and :func:`~nnx.jit`.\n"
+  out = ext.rewrite(doc + "\nExample:\n  >>> 1\n  1\n")
+  assert "  a: shared text\n    more.\n  b: shared text\n    more.\n  c: shared text" in out
+  assert "  d: alone." in out
+  assert "  Exception: Whatever f raises." in out
+  assert "Examples:\n  >>> 1" in out
+  assert "See `nnx.Rngs` and `nnx.jit`." in out
