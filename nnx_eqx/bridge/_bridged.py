@@ -32,6 +32,7 @@ from ..module._containers import Dict, List
 from ..module._module import Module
 from ._context import FromEqxContext, build_eqx, impl_of
 from ._errors import MissingStateError
+from ._pickling import made_class
 from ._state import is_index
 from ._static import StaticField, box, is_hashable
 from ._to_eqx import ToEqxContext
@@ -112,7 +113,7 @@ def bridged_class(nnx_type: type, dynamic: tuple, static: tuple, boxed: tuple = 
       ns[name] = _wrap_property(name)
     elif callable(attr) and not isinstance(attr, (staticmethod, classmethod, type)):
       ns[name] = _wrap_method(name, attr)
-  cls = type(nnx_type.__name__, (NnxModule,), ns)
+  cls = made_class(bridged_class, key, nnx_type.__name__, NnxModule, ns)
   for k in boxed:  # after the dataclass transform, which would take it for a default
     setattr(cls, k, StaticField(k))
   _CLASSES[key] = cls

@@ -34,6 +34,7 @@ from ._bridged import NnxModule, bridged_from_nnx, bridged_to_nnx
 from ._context import FromEqxContext, build_eqx, impl_of, is_array
 from ._convert import to_eqx_parts
 from ._errors import BridgeError, UnconvertibleFieldError
+from ._pickling import made_class
 from ._state import EqxState, fmt_path, write_back
 from ._to_eqx import ToEqxContext
 
@@ -107,7 +108,7 @@ def nnx_class(eqx_type: type) -> type:
       ns[name] = _wrap_property(name, attr)
     elif callable(attr):
       ns[name] = _wrap_method(name, attr)
-  cls = type(eqx_type.__name__, (EqxModule,), ns)
+  cls = made_class(nnx_class, (eqx_type,), eqx_type.__name__, EqxModule, ns)
   if "inference" in {f.name for f in dataclasses.fields(eqx_type)}:
     register_flag(cls, "inference")  # a leaf of the pytree view, as in Equinox
   _CLASSES[eqx_type] = cls

@@ -59,6 +59,70 @@ class StaticValue:
   def __repr__(self):
     return f"StaticValue({self.value!r})"
 
+  def __reduce__(self):
+    # rebuilt from the value: its hash and identity keys belong to one process
+    return StaticValue, (self.value,)
+
+
+# --------------------------------------------------------------------------
+# Definition tuples as flat sequences: hashing, comparing and pickling a
+# GraphDef of any depth without recursion.
+# --------------------------------------------------------------------------
+def flatten_defn(defn: tuple) -> tuple[list, list]:
+  """``defn`` (nested tuples) as two flat lists in preorder: ``shape`` has the
+  length of each tuple met, or -1 for an atom; ``atoms`` holds the atoms."""
+  shape: list = []
+  atoms: list = []
+  stack = [defn]
+  pop, push = stack.pop, stack.extend
+  while stack:
+    x = pop()
+    if type(x) is tuple:
+      shape.append(len(x))
+      push(reversed(x))
+    else:
+      shape.append(-1)
+      atoms.append(x)
+  return shape, atoms
+
+
+def unflatten_defn(shape: list, atoms: list) -> tuple:
+  """Inverse of :func:`flatten_defn`."""
+  next_atom = iter(atoms).__next__
+  root: list = []
+  stack: list = [(root, 1)]  # (items being collected, how many to collect)
+  for n in shape:
+    if n > 0:
+      stack.append(([], n))
+      continue
+    item = next_atom() if n < 0 else ()
+    while True:
+      items, want = stack[-1]
+      items.append(item)
+      if len(items) < want:
+        break
+      stack.pop()
+      if not stack:
+        return items[0]
+      item = tuple(items)
+  raise AssertionError("truncated definition")
+
+
+def _defn_hash(defn: tuple) -> int:
+  shape, atoms = flatten_defn(defn)
+  return hash((tuple(shape), tuple(atoms)))
+
+
+def _defn_equal(a: tuple, b: tuple) -> bool:
+  try:
+    return a == b
+  except RecursionError:  # deeper than the interpreter's limit: compare flat
+    return flatten_defn(a) == flatten_defn(b)
+
+
+def _graphdef_from_flat(shape, atoms, paths, n_nodes, tree, outer) -> GraphDef:
+  return GraphDef(unflatten_defn(shape, atoms), paths, n_nodes, tree, outer)
+
 
 def _var_metadata_def(md: dict) -> Any:
   return StaticValue(md) if md else ()
@@ -104,7 +168,8 @@ class GraphDef:
     self.n_nodes = n_nodes
     self.tree = tree
     self.outer = outer  # per node, its index in an enclosing graph (see nnx.graphlib)
-    self._hash = hash(defn) if not tree and outer is None else hash((defn, tree, outer))
+    h = _defn_hash(defn)
+    self._hash = h if not tree and outer is None else hash((h, tree, outer))
     self._builder = None  # compiled by _walk.unflatten on first use
     self._path_tree: dict | None = None
     self._tree_variant: GraphDef | None = None
@@ -115,11 +180,16 @@ class GraphDef:
       and self._hash == other._hash
       and self.tree == other.tree
       and self.outer == other.outer
-      and self.defn == other.defn
+      and _defn_equal(self.defn, other.defn)
     )
 
   def __hash__(self):
     return self._hash
+
+  def __reduce__(self):
+    # flat, so that pickling does not recurse; compiled builders are not kept
+    shape, atoms = flatten_defn(self.defn)
+    return _graphdef_from_flat, (shape, atoms, self.paths, self.n_nodes, self.tree, self.outer)
 
   def __class_getitem__(cls, item: Any) -> types.GenericAlias:
     """``GraphDef[T]`` for annotations (T is the root's type)."""

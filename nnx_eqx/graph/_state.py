@@ -87,6 +87,9 @@ class State(MutableMapping):
 
   __hash__ = None  # type: ignore[assignment]
 
+  def __reduce__(self):
+    return type(self)._from_dict, (self._mapping,)
+
   # -- flat views ---------------------------------------------------------
   def to_flat_dict(self) -> dict[Path, Any]:
     """Returns ``{path: leaf}`` in traversal (sorted-graph) order."""

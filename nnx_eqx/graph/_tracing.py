@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copyreg
+
 from jax.extend.core import get_opaque_trace_state as _get_state
 
 from ._errors import TraceContextError
@@ -10,6 +12,17 @@ from ._errors import TraceContextError
 def current_trace():
   """Returns an opaque token of the current JAX trace, comparable with ``==``."""
   return _get_state(convention="flax")
+
+
+def _reduce_trace(token):
+  """A trace token pickles (and deep-copies) as "the trace current when loaded":
+  the JAX trace it named cannot outlive its process, and a loaded object belongs
+  to the trace that loads it. This is what lets Modules, Variables, States and
+  every other object holding a token pickle without a per-class hook."""
+  return current_trace, ()
+
+
+copyreg.pickle(type(current_trace()), _reduce_trace)
 
 
 def check_trace(owner_trace, what: str, detail: str = "") -> None:

@@ -154,6 +154,11 @@ class Walk:
       [s.__dict__ for s in slots] if all(isinstance(s, Variable) for s in slots) else None
     )
 
+  def __reduce__(self):
+    # A cached walk lives in its root's ``__dict__`` and holds slots of the
+    # objects it walked; a pickled or deep-copied root must walk itself again.
+    return _stale_walk, ()
+
   def leaves(self) -> list:
     """The current leaf values, in order."""
     if self.value_dicts is not None:
@@ -220,6 +225,21 @@ class Walk:
     if key is not None:
       self._filter_cache[key] = buckets
     return buckets
+
+
+class _StaleWalk:
+  """What a cached :class:`Walk` becomes when its holder is pickled or copied:
+  its epoch never matches, so the next walk of the holder starts afresh."""
+
+  __slots__ = ()
+  epoch = -1
+
+
+_STALE = _StaleWalk()
+
+
+def _stale_walk() -> _StaleWalk:
+  return _STALE
 
 
 class _Walker:
