@@ -56,9 +56,10 @@ def start_processes(out, n=2):
   return started
 
 
-def wait_for(started):
+def wait_for(started, retry_on_busy_port=False):
   """Each process's JSON report; fails with their output if one fails or time runs out
-  (the others are then killed)."""
+  (the others are then killed). The free port can be taken by another program before the
+  coordinator binds it: that case starts the processes once more on a new port."""
   procs = [p for p, _ in started]
   deadline = time.monotonic() + TIMEOUT_S
   try:
@@ -72,6 +73,9 @@ def wait_for(started):
         p.kill()
         p.wait()
   texts = [log.read_text(errors="replace") for _, log in started]
+  busy = any("Failed to add port to server" in t for t in texts)  # gRPC could not bind
+  if retry_on_busy_port and busy and any(p.returncode != 0 for p in procs):
+    return wait_for(start_processes(started[0][1].parent))
   if any(p.returncode != 0 for p in procs):
     tails = "\n".join(
       f"--- process {i} (exit {p.returncode}):\n{t[-3000:]}"
@@ -90,7 +94,7 @@ def test_two_processes_train_like_one_process_and_share_a_checkpoint(tmp_path):
     mesh = jax.make_mesh((4,), ("data",), axis_types=(AxisType.Auto,), devices=devices)
     model, losses = script.train(mesh)
   finally:
-    reports = wait_for(started)
+    reports = wait_for(started, retry_on_busy_port=True)
   expected = jax.tree.leaves(nnx.state(model, nnx.Param))
   first = None
   for i, report in enumerate(reports):
