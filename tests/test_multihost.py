@@ -115,7 +115,7 @@ def test_two_processes_train_like_one_process_and_share_a_checkpoint(tmp_path):
   abstract = nnx.eval_shape(lambda: script.MLP(nnx.Rngs(1)))
   nnx.checkpoint.restore(tmp_path / "ckpt", abstract)  # saved on devices this process lacks:
   assert_trees_equal(jax.tree.leaves(nnx.state(abstract, nnx.Param)), first)
-  assert abstract.hidden.kernel.value.sharding == SingleDeviceSharding(jax.devices()[0])
+  assert abstract.hidden.kernel.value.sharding == SingleDeviceSharding(jax.local_devices()[0])
 
 
 def test_readme_shows_the_tested_script():
