@@ -65,7 +65,9 @@ def train(mesh, steps=3):
 if __name__ == "__main__":
   coordinator, num_processes, process_id, out = sys.argv[1:5]
   jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU only
-  jax.distributed.initialize(coordinator, int(num_processes), int(process_id))
+  jax.distributed.initialize(
+    coordinator, int(num_processes), int(process_id), coordinator_bind_address=coordinator
+  )  # process 0 listens on that address only
   n = jax.device_count()  # the devices of every process
   mesh = jax.make_mesh((n,), ("data",), axis_types=(AxisType.Auto,))
   model, losses = train(mesh)

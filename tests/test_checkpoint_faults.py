@@ -3,7 +3,6 @@ truncated, emptied, garbled or deleted. A damaged checkpoint raises CheckpointCo
 naming the file (a missing directory stays CheckpointNotFoundError), or, where orbax does not
 need the file, restores exactly; the target is never changed by a failed restore."""
 
-import gc
 import io
 import random
 import shutil
@@ -14,21 +13,6 @@ import pytest
 
 import nnx_eqx as nnx
 from nnx_eqx.testing import assert_trees_equal
-
-# When one of orbax's concurrent reads fails, orbax closes its event loop while the other
-# reads are still in flight: their completions call into the closed loop from tensorstore's
-# threads, and their coroutines are finalized later by the garbage collector. Python reports
-# both as "Exception ignored in: ..." (noise after the error, not part of it). The fixture
-# below finalizes them before each test ends, so they stay under this module's filter.
-pytestmark = pytest.mark.filterwarnings(
-  "ignore:Exception ignored in:pytest.PytestUnraisableExceptionWarning"
-)
-
-
-@pytest.fixture(autouse=True)
-def finalize_abandoned_reads():
-  yield
-  gc.collect()
 
 
 def model(seed):

@@ -11,7 +11,14 @@ guide (``nnx.state`` → orbax → ``nnx.update``/``nnx.merge``).
 On disk a checkpoint is a nested dict of plain arrays keyed by attribute names
 (``{"l1": {"kernel": ...}}``, like ``State.to_pure_dict``); typed PRNG keys are
 stored as key data. Loading goes through orbax's tensorstore and JSON metadata
-only: no pickle anywhere.
+only: no pickle anywhere. In a multi-process job every process calls
+:func:`save`; one process alone can restore the result (arrays whose saving
+devices it lacks land on its first local device unless the target says where).
+
+A directory without a checkpoint raises ``CheckpointNotFoundError``; a
+checkpoint one of whose files is truncated, empty, garbled or deleted raises
+``CheckpointCorruptError`` naming the file (orbax's own read errors,
+translated), and the target is left unchanged.
 
 Modules are also JAX pytrees, so ``eqx.tree_serialise_leaves`` and
 ``eqx.tree_deserialise_leaves`` work on them directly; pass
@@ -166,14 +173,16 @@ def _stored_arrays(ocp: Any, path: pathlib.Path) -> tuple[dict[str, tuple], dict
 def _read(ocp: Any, path: pathlib.Path, target: Any) -> Any:
   """The arrays of the checkpoint, laid out as ``target`` says (all of them if None).
 
-  A leaf without a sharding is placed as saved, or on the default device when
+  A leaf without a sharding is placed as saved, or on the first local device when
   the devices that saved it are not all here (a checkpoint saved by several
   processes, restored by one).
 
   Raises:
     CheckpointCorruptError: a file of the checkpoint cannot be read.
   """
-  args = ocp.args.StandardRestore(target, fallback_sharding=SingleDeviceSharding(jax.devices()[0]))
+  args = ocp.args.StandardRestore(
+    target, fallback_sharding=SingleDeviceSharding(jax.local_devices()[0])
+  )
   try:
     with ocp.Checkpointer(ocp.StandardCheckpointHandler()) as ckptr:
       return ckptr.restore(path, args=args)
@@ -195,6 +204,11 @@ def restore(directory: str | os.PathLike, target: Any = None) -> Any:
         in place and the same object is returned;
       * a State: a new State of the same structure is returned;
       * ``None``: the raw nested dict of arrays (PRNG keys as key data).
+
+      Arrays go to the target's shardings; where the target has none (an
+      abstract model), to the saved ones, or to the first local device when the
+      saving devices are not all present (e.g. a checkpoint saved by several
+      processes, restored by one).
 
   Returns:
     The restored target (see above).
