@@ -211,11 +211,16 @@ def variables(node: Any, *filters: Filter) -> Any:
 
 
 def _flat_rec(m: dict, prefix: tuple, out: dict) -> None:
-  for k, v in m.items():
-    if type(v) is State:
-      _flat_rec(v._mapping, prefix + (k,), out)
+  stack: list = [(iter(m.items()), prefix)]  # explicit: States may nest at any depth
+  while stack:
+    it, pre = stack[-1]
+    for k, v in it:
+      if type(v) is State:
+        stack.append((iter(v._mapping.items()), pre + (k,)))
+        break
+      out[pre + (k,)] = v
     else:
-      out[prefix + (k,)] = v
+      stack.pop()
 
 
 def _flat_of(states) -> dict:

@@ -197,19 +197,32 @@ def _value_repr(v: Any, indent: str, seen: dict, depth: int, path: tuple, max_de
 
 
 def state_repr(s, indent: str = "") -> str:
-  if not len(s):
-    return "State({})"
-  inner = indent + "  "
-  lines = []
-  for k, v in s.items():
-    if isinstance(v, State):
-      r = state_repr(v, inner)
-    elif isinstance(v, Variable):
-      r = variable_repr(v)
+  # explicit stack of (items left, indent, lines done): States may nest at any depth
+  out = None
+  stack: list = [(iter(s.items()), indent, [])] if len(s) else []
+  while stack:
+    it, ind, lines = stack[-1]
+    inner = ind + "  "
+    if out is not None:  # a nested State just finished
+      lines[-1] += out
+      out = None
+    for k, v in it:
+      if isinstance(v, State) and len(v):
+        lines.append(f"{inner}{k!r}: ")
+        stack.append((iter(v.items()), inner, []))
+        break
+      r = (
+        "State({})"
+        if isinstance(v, State)
+        else variable_repr(v)
+        if isinstance(v, Variable)
+        else _leaf(v)
+      )
+      lines.append(f"{inner}{k!r}: {r}")
     else:
-      r = _leaf(v)
-    lines.append(f"{inner}{k!r}: {r}")
-  return "State({\n" + ",\n".join(lines) + f"\n{indent}}})"
+      stack.pop()
+      out = "State({\n" + ",\n".join(lines) + f"\n{ind}}})"
+  return out if out is not None else "State({})"
 
 
 def _root_name(g) -> str:

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import gc
 import operator
-import sys
 from typing import Any
 
 from . import _node_types, _version
 from ._errors import GraphStructureError
 from ._filters import to_predicate
 from ._graphdef import GraphDef, StaticValue, _metadata_from_def, _var_metadata_def
-from ._node_types import LEAF, MAP, NODE, REF, SEQ, STATIC, VAR, NodeImpl, node_impl
+from ._node_types import LEAF, MAP, NODE, REF, SEQ, STATIC, VAR, node_impl
 from ._state import State, check_catch_all_last, non_exhaustive_error
 from ._tracing import current_trace
 from ._variables import Variable, new_variable
@@ -242,8 +241,45 @@ def _stale_walk() -> _StaleWalk:
   return _STALE
 
 
+class _Frame:
+  """A container or graph node being walked: its children, the definitions of
+  those done so far, and how to reach a raw array stored under one of its keys."""
+
+  __slots__ = ("tag", "value", "path", "owner", "key", "items", "i", "subs", "lazy", "d", "impl")
+
+  def __init__(self, tag, value, path, owner, key, items, lazy, d, impl):
+    self.tag, self.value, self.path, self.owner, self.key = tag, value, path, owner, key
+    self.items, self.i, self.subs, self.lazy, self.d, self.impl = items, 0, [], lazy, d, impl
+
+  def slot(self, k):
+    """The slot of a raw array stored under ``k`` of this frame."""
+    if self.tag != NODE:
+      return _ItemSlot(self.lazy, k)
+    if self.d is not None:
+      return _DictSlot(self.d, k)
+    return _NodeKeySlot(self.value, self.impl, k)
+
+  def finish(self) -> tuple:
+    subs = self.subs
+    if self.tag == NODE:
+      keys = [k for k, _ in self.items]
+      obj, index = self.value, self.lazy  # a node frame keeps its index in ``lazy``
+      return (NODE, type(obj), index, tuple(zip(keys, subs)), self.impl.metadata(obj))
+    if self.tag == SEQ:
+      for s in subs:
+        if s[0] != STATIC:
+          return (SEQ, type(self.value), tuple(subs))
+    else:
+      for s in subs:
+        if s[0] != STATIC:
+          return (MAP, type(self.value), tuple(zip([k for k, _ in self.items], subs)))
+    return (STATIC, StaticValue(self.value))
+
+
 class _Walker:
-  __slots__ = ("index", "nodes", "slots", "paths", "owners", "node_paths", "shared")
+  """Walks a graph depth first with an explicit stack (any depth, no recursion)."""
+
+  __slots__ = ("index", "nodes", "slots", "paths", "owners", "node_paths", "shared", "holder")
 
   def __init__(self):
     self.index: dict[int, int] = {}
@@ -253,9 +289,41 @@ class _Walker:
     self.paths: list = []
     self.owners: list = []
     self.node_paths: list = []
+    self.holder: Any = None
 
-  def value(self, value, path: tuple, owner, key, pos) -> tuple:
-    """Definition tuple of ``value`` found at ``path``; ``pos()`` makes its slot."""
+  def walk(self, root) -> tuple:
+    """The definition tuple of ``root``."""
+    self.holder = _RootSlot(root)
+    top = self.enter(root, (), None, None, None, None)
+    if type(top) is not _Frame:
+      return top
+    stack = [top]
+    push, enter = stack.append, self.enter
+    f = top
+    while True:
+      items, i = f.items, f.i
+      if i < len(items):
+        f.i = i + 1
+        k, v = items[i]
+        if f.tag == NODE:
+          d = enter(v, f.path + (k,), f.value, k, f, k)
+        else:
+          d = enter(v, f.path + (k,), f.owner, f.key, f, k)
+        if type(d) is _Frame:
+          push(d)
+          f = d
+        else:
+          f.subs.append(d)
+        continue
+      stack.pop()
+      d = f.finish()
+      if not stack:
+        return d
+      f = stack[-1]
+      f.subs.append(d)
+
+  def enter(self, value, path: tuple, owner, key, parent: _Frame | None, k) -> Any:
+    """The definition of ``value`` if it has no children to walk, else a frame."""
     if isinstance(value, Variable):
       i = self.index.get(id(value))
       if i is not None:
@@ -273,58 +341,48 @@ class _Walker:
     t = type(value)
     impl = node_impl(t)
     if impl is not None:
-      return self.node(value, impl, path)
+      i = self.index.get(id(value))
+      if i is not None:
+        if self.shared is None:
+          self.shared = (i, path)
+        return (REF, i)
+      i = len(self.nodes)
+      self.index[id(value)] = i
+      self.nodes.append(value)
+      self.node_paths.append(path)
+      d = getattr(value, "__dict__", None)
+      if d is not None and "_nnx_trace" in d:
+        d["_nnx_in_graph"] = True
+      items = impl.children(value)
+      if type(items) is not list:
+        items = list(items)
+      if impl is not _MODULE_IMPL_HOLDER[0]:
+        d = None
+      return _Frame(NODE, value, path, owner, key, items, i, d, impl)
     if isinstance(value, _node_types.LEAF_TYPES):
-      self.slots.append(pos())
+      self.slots.append(self.holder if parent is None else parent.slot(k))
       self.paths.append(path)
       self.owners.append((owner, key))
       return _LEAF_DEF
     if t is tuple or t is list or (isinstance(value, tuple) and hasattr(value, "_fields")):
       if not value:
         return (STATIC, StaticValue(value))
-      parent = _Lazy(pos)
-      subs = tuple(
-        self.value(v, path + (j,), owner, key, _item_pos(parent, j)) for j, v in enumerate(value)
+      return _Frame(
+        SEQ, value, path, owner, key, list(enumerate(value)), self.lazy(parent, k), None, None
       )
-      if all(s[0] == STATIC for s in subs):
-        return (STATIC, StaticValue(value))
-      return (SEQ, t, subs)
     if t is dict or t is State:  # a State held as data is a container of its Variables
       if not value:
         return (STATIC, StaticValue(value))
-      parent = _Lazy(pos)
-      items = tuple(
-        (k, self.value(value[k], path + (k,), owner, key, _item_pos(parent, k)))
-        for k in _sorted_keys(value)
-      )
-      if all(s[1][0] == STATIC for s in items):
-        return (STATIC, StaticValue(value))
-      return (MAP, t, items)
+      items = [(j, value[j]) for j in _sorted_keys(value)]
+      return _Frame(MAP, value, path, owner, key, items, self.lazy(parent, k), None, None)
     return (STATIC, StaticValue(value))
 
-  def node(self, obj, impl: NodeImpl, path: tuple) -> tuple:
-    i = self.index.get(id(obj))
-    if i is not None:
-      if self.shared is None:
-        self.shared = (i, path)
-      return (REF, i)
-    i = len(self.nodes)
-    self.index[id(obj)] = i
-    self.nodes.append(obj)
-    self.node_paths.append(path)
-    d = getattr(obj, "__dict__", None)
-    if d is not None and "_nnx_trace" in d:
-      d["_nnx_in_graph"] = True
-    if impl is _MODULE_IMPL_HOLDER[0]:
-      attrs = tuple(
-        (k, self.value(v, path + (k,), obj, k, _dict_pos(d, k))) for k, v in impl.children(obj)
-      )
-    else:
-      attrs = tuple(
-        (k, self.value(v, path + (k,), obj, k, _node_pos(obj, impl, k)))
-        for k, v in impl.children(obj)
-      )
-    return (NODE, type(obj), i, attrs, impl.metadata(obj))
+  def lazy(self, parent: _Frame | None, k) -> _Lazy:
+    """A slot for a container's own position, made only if a raw array in it is written."""
+    if parent is None:
+      holder = self.holder
+      return _Lazy(lambda: holder)
+    return _Lazy(lambda: parent.slot(k))
 
 
 # The Module NodeImpl, set by _module to take the fast attribute path.
@@ -350,18 +408,6 @@ class _Lazy:
     self.slot._value = v
 
 
-def _dict_pos(d, k):
-  return lambda: _DictSlot(d, k)
-
-
-def _node_pos(obj, impl, k):
-  return lambda: _NodeKeySlot(obj, impl, k)
-
-
-def _item_pos(parent, k):
-  return lambda: _ItemSlot(parent, k)
-
-
 def _sorted_keys(d: dict) -> list:
   try:
     return sorted(d)
@@ -370,25 +416,21 @@ def _sorted_keys(d: dict) -> list:
 
 
 class _BulkOp:
-  """Context for walking/rebuilding whole graphs: raises the recursion limit for
-  very deep graphs and pauses the cyclic garbage collector, whose full-heap
-  passes would otherwise make building 10k objects quadratic in time.
+  """Context for walking/rebuilding whole graphs: pauses the cyclic garbage
+  collector, whose full-heap passes would otherwise make building 10k objects
+  quadratic in time. (Depth needs nothing: walks and builds use explicit stacks.)
 
   Use :func:`bulk` to skip it for small graphs, where it costs more than it saves.
   """
 
-  __slots__ = ("old", "gc_was_on")
+  __slots__ = ("gc_was_on",)
 
   def __enter__(self):
-    self.old = sys.getrecursionlimit()
-    if self.old < 50_000:
-      sys.setrecursionlimit(50_000)
     self.gc_was_on = gc.isenabled()
     if self.gc_was_on:
       gc.disable()
 
   def __exit__(self, *exc):
-    sys.setrecursionlimit(self.old)
     if self.gc_was_on:
       gc.enable()
 
@@ -443,9 +485,9 @@ def walk_uncached(root: Any, leaf_root: bool = False, seed: WalkSeed | None = No
   w = _Walker()
   if seed is not None:
     w.index, w.nodes, w.node_paths = seed.index, seed.nodes, seed.node_paths
-  holder = _RootSlot(root)
   with _BulkOp():
-    defn = w.value(root, (), None, None, lambda: holder)
+    defn = w.walk(root)
+  holder = w.holder
   if defn[0] == STATIC and leaf_root and type(root) in (list, tuple, dict):
     # a container without leaves: a graph with no leaf (its State is empty)
     gd = GraphDef(defn, (), 0)
@@ -532,7 +574,7 @@ def unflatten(
   with bulk(graphdef.n_nodes + len(graphdef.paths)):
     builder = graphdef._builder
     if builder is None:
-      builder = graphdef._builder = _compile(graphdef.defn)
+      builder = graphdef._builder = _compile_root(graphdef.defn)
     root = builder(iter(leaves).__next__, nodes, current_trace(), reuse or None)
   if nodes_out is not None:
     nodes_out.extend(nodes)
@@ -639,3 +681,120 @@ def _compile_node(defn):
     return obj
 
   return node_builder
+
+
+# --------------------------------------------------------------------------
+# Deep graphs: compiled closures call each other once per level of nesting, so
+# a definition nested deeper than ``CLOSURE_DEPTH`` is built by an explicit-stack
+# loop over its deep part, which calls compiled closures for its shallow subtrees.
+# --------------------------------------------------------------------------
+CLOSURE_DEPTH = 100
+
+
+def _subdefs(d: tuple) -> Any:
+  tag = d[0]
+  if tag == NODE:
+    return [sub for _, sub in d[3]]
+  if tag == SEQ:
+    return d[2]
+  if tag == MAP:
+    return [sub for _, sub in d[2]]
+  return ()
+
+
+def _heights(defn: tuple) -> dict[int, int]:
+  """``id(sub) -> nesting height`` of every NODE/SEQ/MAP definition in ``defn``."""
+  heights: dict[int, int] = {}
+  stack: list = [(defn, False)]
+  while stack:
+    d, done = stack.pop()
+    subs = _subdefs(d)
+    if done:
+      heights[id(d)] = 1 + max((heights.get(id(c), 0) for c in subs), default=0)
+    elif subs:
+      stack.append((d, True))
+      stack.extend((c, False) for c in subs if id(c) not in heights)
+    else:
+      heights[id(d)] = 0
+  return heights
+
+
+def _compile_root(defn: tuple):
+  heights = _heights(defn)
+  if heights[id(defn)] <= CLOSURE_DEPTH:
+    return _compile(defn)
+  return _deep_builder(defn, heights)
+
+
+def _deep_builder(defn: tuple, heights: dict[int, int]):
+  compiled: dict[int, Any] = {}  # shallow subtrees hanging off the deep part
+  stack = [defn]
+  while stack:
+    for c in _subdefs(stack.pop()):
+      if heights[id(c)] > CLOSURE_DEPTH:
+        stack.append(c)
+      elif id(c) not in compiled:
+        compiled[id(c)] = _compile(c)
+  module_impl = _MODULE_IMPL_HOLDER[0]
+
+  def open_frame(d, nodes, trace, reuse) -> list:
+    tag = d[0]
+    if tag != NODE:
+      return [d, None, d[2], 0, [], None]
+    _, cls, i, attrs, meta = d
+    impl = node_impl(cls)
+    assert impl is not None
+    obj = reuse.get(i) if reuse else None
+    if obj is None:
+      if impl is module_impl:
+        obj = _new(cls)
+        obj.__dict__["_nnx_trace"] = trace
+      else:
+        obj = impl.create(cls, meta, trace)
+    else:
+      impl.clear(obj)
+    nodes[i] = obj
+    if impl is module_impl:
+      obj.__dict__.update({k: sub[1].value for k, sub in attrs if sub[0] == STATIC})
+      attrs = [(k, sub) for k, sub in attrs if sub[0] != STATIC]
+    return [d, obj, attrs, 0, [], impl]
+
+  def close_frame(f: list) -> Any:
+    d, obj, subs, _, values, impl = f
+    tag = d[0]
+    if tag == NODE:
+      if impl is module_impl:
+        obj.__dict__.update(zip([k for k, _ in subs], values))
+      else:
+        impl.set_children(obj, list(zip([k for k, _ in subs], values)))
+      return obj
+    t = d[1]
+    if tag == MAP:
+      return t(zip([k for k, _ in subs], values))
+    if t is list:
+      return values
+    return tuple(values) if t is tuple else t(*values)
+
+  def deep_builder(nxt, nodes, trace, reuse):
+    f = open_frame(defn, nodes, trace, reuse)
+    frames = [f]
+    while True:
+      subs, i = f[2], f[3]
+      if i < len(subs):
+        f[3] = i + 1
+        sub = subs[i] if f[0][0] == SEQ else subs[i][1]
+        g = compiled.get(id(sub))
+        if g is not None:
+          f[4].append(g(nxt, nodes, trace, reuse))
+        else:
+          f = open_frame(sub, nodes, trace, reuse)
+          frames.append(f)
+        continue
+      frames.pop()
+      value = close_frame(f)
+      if not frames:
+        return value
+      f = frames[-1]
+      f[4].append(value)
+
+  return deep_builder

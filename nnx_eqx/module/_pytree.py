@@ -201,22 +201,47 @@ def is_data(value: Any, /) -> bool:
 
 
 def _has_data(value: Any) -> bool:
-  if is_data(value):
-    return True
-  if isinstance(value, (list, tuple)):
-    return any(_has_data(v) for v in value)
-  if isinstance(value, dict):
-    return any(_has_data(v) for v in value.values())
+  stack = [value]  # explicit: containers may nest deeper than the recursion limit
+  while stack:
+    value = stack.pop()
+    if is_data(value):
+      return True
+    if isinstance(value, (list, tuple)):
+      stack.extend(value)
+    elif isinstance(value, dict):
+      stack.extend(value.values())
   return False
 
 
 def _containerize(value):
   """Lists/dicts that hold nodes become nnx.List/nnx.Dict, so that mutating them
-  is seen as a structural change (keeping graph caches correct)."""
-  wrap = CONTAINERS.get(type(value))
-  if wrap is not None and _has_data(value):
-    return wrap(value)
-  return value
+  is seen as a structural change (keeping graph caches correct).
+
+  Nested lists/dicts are converted innermost first with an explicit stack, so
+  each wrapper meets converted items and nesting depth is not limited."""
+  if CONTAINERS.get(type(value)) is None:
+    return value
+  order = []  # the plain lists/dicts inside ``value``, parents before children
+  stack = [value]
+  while stack:
+    v = stack.pop()
+    if CONTAINERS.get(type(v)) is not None:
+      order.append(v)
+      stack.extend(v.values() if type(v) is dict else v)
+  done: dict[int, Any] = {}  # id -> converted container (or itself, if it holds no data)
+
+  def conv(x):
+    return done.get(id(x), x) if type(x) in CONTAINERS else x
+
+  for v in reversed(order):
+    if type(v) is dict:
+      items = {k: conv(x) for k, x in v.items()}
+      data = any(is_data(x) for x in items.values())
+    else:
+      items = [conv(x) for x in v]
+      data = any(is_data(x) for x in items)
+    done[id(v)] = CONTAINERS[type(v)](items) if data else v
+  return done[id(value)]
 
 
 def unwrap_marker(value: Any) -> tuple[Any, bool | None]:

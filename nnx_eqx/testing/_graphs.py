@@ -142,29 +142,28 @@ def graphs(
 def all_paths(node: Any) -> Iterator[tuple[tuple, Any]]:
   """Yields ``(path, object)`` for every path to every node and Variable
   (shared objects appear once per path; cycles are not followed twice)."""
-  on_stack: set[int] = set()
-
-  def visit(obj, path):
-    yield path, obj
-    impl = _graph.node_impl(type(obj))
-    if impl is None or id(obj) in on_stack:
-      return
-    on_stack.add(id(obj))
-    for k, v in impl.children(obj):
-      yield from visit_value(v, path + (k,))
-    on_stack.discard(id(obj))
-
-  def visit_value(v, path):
+  on_stack: set[int] = set()  # ancestors of the current object (explicit stack: any depth)
+  done = object()
+  stack: list = [(node, ())]
+  while stack:
+    v, path = stack.pop()
+    if v is done:
+      on_stack.discard(path)
+      continue
     if isinstance(v, Variable) or _graph.is_graph_node(v):
-      yield from visit(v, path)
+      yield path, v
+      impl = _graph.node_impl(type(v))
+      if impl is None or id(v) in on_stack:
+        continue
+      on_stack.add(id(v))
+      stack.append((done, id(v)))
+      stack.extend((e, path + (k,)) for k, e in reversed(list(impl.children(v))))
     elif isinstance(v, (tuple, list)):
-      for j, e in enumerate(v):
-        yield from visit_value(e, path + (j,))
+      stack.extend((e, path + (j,)) for j, e in reversed(list(enumerate(v))))
     elif isinstance(v, dict):
-      for k, e in v.items():
-        yield from visit_value(e, path + (k,))
-
-  yield from visit(node, ())
+      stack.extend((e, path + (k,)) for k, e in reversed(list(v.items())))
+    elif not path:
+      yield path, v
 
 
 def sharing_classes(node: Any) -> set[frozenset]:

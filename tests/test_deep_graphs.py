@@ -1,0 +1,121 @@
+"""Graph work at any depth: 10,000-deep chains of Modules and nested containers
+under Python's default recursion limit (explicit stacks, no setrecursionlimit)."""
+
+import sys
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import nnx_eqx as nnx
+from nnx_eqx.testing import TraceCounter, assert_no_retrace, assert_trees_equal, same_graph
+
+DEEP = 10_000
+COMPILED = 2_000
+"""Depth for cases that compile a program with a leaf per level: XLA's compile
+time, not the graph engine, dominates there."""
+
+
+class Link(nnx.Module):
+  pass
+
+
+def chain(depth: int, every: int = 100) -> Link:
+  """A chain of ``depth`` Modules, ``next`` to ``next``; a Param every ``every`` levels
+  (and at the end), plus a static attribute on each."""
+  root = cur = Link()
+  for i in range(depth):
+    cur.name = f"l{i % 3}"
+    if i % every == 0:
+      cur.w = nnx.Param(jnp.full((), i, jnp.float32))
+    cur.next = cur = Link()
+  cur.w = nnx.Param(jnp.ones(()))
+  return root
+
+
+def nested(depth: int) -> Link:
+  """A Module holding lists and dicts nested ``depth`` deep, Variables at the bottom."""
+  x: object = [nnx.Param(jnp.ones(2)), nnx.BatchStat(jnp.zeros(()))]
+  for i in range(depth):
+    x = [x, i] if i % 2 else {"a": x, "b": "static"}
+  m = Link()
+  m.deep = x
+  return m
+
+
+MAKERS = [pytest.param(chain, id="chain"), pytest.param(nested, id="nested")]
+
+
+@pytest.fixture(autouse=True)
+def _default_recursion_limit():
+  assert sys.getrecursionlimit() <= 1000
+  yield
+  assert sys.getrecursionlimit() <= 1000  # nothing raised it
+
+
+@pytest.mark.parametrize("make", MAKERS)
+def test_split_merge_state_update_graphdef(make):
+  m = make(DEEP)
+  graphdef, state = nnx.split(m)
+  other = nnx.graphdef(make(DEEP))
+  assert other == graphdef and hash(other) == hash(graphdef)
+  assert "GraphDef(" in repr(graphdef)
+  m2 = nnx.merge(graphdef, state)
+  assert same_graph(m2, m)
+  # (jax.tree itself recurses through nested States, so stay flat here)
+  flat = {p: v.replace(v.value * 2) for p, v in state.flat_state().items()}
+  nnx.update(m, nnx.State.from_flat_path(flat))
+  assert_trees_equal(list(nnx.state(m).flat_state().values()), list(flat.values()))
+  assert same_graph(nnx.clone(m), m)
+
+
+def test_chain_shares_and_cycles_at_depth():
+  m = chain(DEEP)
+  cur = m
+  while hasattr(cur, "next"):
+    cur = cur.next
+  cur.back = m  # a cycle through the whole chain
+  cur.tied = m.w  # a Variable shared between both ends
+  m2 = nnx.merge(*nnx.split(m))
+  cur2 = m2
+  while hasattr(cur2, "next"):
+    cur2 = cur2.next
+  assert cur2.back is m2 and cur2.tied is m2.w
+
+
+@pytest.mark.parametrize("make", MAKERS)
+def test_pytree_and_tree_mode(make):
+  m = make(DEEP)
+  leaves, treedef = jax.tree.flatten(m)
+  assert same_graph(jax.tree.unflatten(treedef, leaves), m)
+  graphdef, state = nnx.split(m, graph=False)
+  assert same_graph(nnx.merge(graphdef, state), m)
+
+
+@pytest.mark.parametrize("make", MAKERS)
+def test_jit_grad_vmap(make):
+  m = make(COMPILED)
+  counter = TraceCounter()
+
+  @nnx.jit
+  @counter
+  def total(m):
+    # (flat: jax.tree itself recurses through a deeply nested State)
+    return sum(jnp.sum(v.value) for v in nnx.state(m, nnx.Param).flat_state().values())
+
+  want = total(m)
+  with assert_no_retrace(counter):
+    assert_trees_equal(total(m), want)
+  grads = nnx.grad(lambda m: total(m))(m)
+  assert all(jnp.all(g.value == 1) for g in grads.flat_state().values())
+  out = nnx.vmap(lambda m, x: x * 2, in_axes=(None, 0))(m, jnp.arange(3.0))
+  assert_trees_equal(out, jnp.arange(3.0) * 2)
+
+
+@pytest.mark.parametrize("make", MAKERS)
+def test_deep_graphs_pickle_flat_graphdef(make):
+  import pickle
+
+  graphdef = nnx.graphdef(make(DEEP))
+  back = pickle.loads(pickle.dumps(graphdef))
+  assert back == graphdef and hash(back) == hash(graphdef)
