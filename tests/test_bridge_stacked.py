@@ -235,3 +235,34 @@ def test_nnx_stacked_linear_becomes_stacked_eqx_linear():
     eqx.filter_vmap(lambda m: m(x))(e),
     jax.vmap(lambda k, b: x @ k + b)(n.kernel.value, n.bias.value),
   )
+
+
+class Encoder(eqx.Module):
+  """A model that scans over stacked layers, as Equinox protein language models do."""
+
+  attention: enn.MultiheadAttention
+  norm: enn.LayerNorm
+
+  def __init__(self, key):
+    keys = jax.random.split(key, 3)
+    self.attention = eqx.filter_vmap(lambda k: enn.MultiheadAttention(2, 8, key=k))(keys)
+    self.norm = eqx.filter_vmap(lambda k: enn.LayerNorm(8))(keys)
+
+  def __call__(self, x):
+    dynamic, static = eqx.partition((self.attention, self.norm), eqx.is_array)
+
+    def body(h, d):
+      attention, norm = eqx.combine(d, static)
+      return jax.vmap(norm)(h + attention(h, h, h)), None
+
+    return jax.lax.scan(body, x, dynamic)[0]
+
+
+def test_model_scanning_over_stacked_layers_converts():
+  e = Encoder(jax.random.key(0))
+  m = nnx.from_eqx(e)
+  assert type(m.attention) is nnx.bridge.MultiheadAttention
+  assert m.attention.query_kernel.value.shape == (3, 8, 2, 4)
+  assert eqx.tree_equal(nnx.to_eqx(m), e)
+  x = jax.random.normal(jax.random.key(1), (5, 8))
+  assert_trees_close(nnx.jit(lambda m, x: m(x))(m, x), e(x))
