@@ -282,3 +282,12 @@ def test_backup_keys_restore():
   first = rngs.default()
   nnx.restore_rngs(backups)
   assert_trees_close(jax.random.key_data(rngs.default()), jax.random.key_data(first))
+
+
+def test_markers_inside_containers_are_refused():
+  class Foo(nnx.Pytree):
+    def __init__(self):
+      self.a = [nnx.data(1), nnx.static(2)]
+
+  with pytest.raises(ValueError, match="not\\s+inside other structures.*attribute 'a'"):
+    Foo()
