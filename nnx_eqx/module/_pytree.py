@@ -244,6 +244,13 @@ def _containerize(value):
   return done[id(value)]
 
 
+def _has_marker(value: Any) -> bool:
+  """Whether a list/tuple/dict holds an ``nnx.data``/``nnx.static`` marker (at any depth)."""
+  return any(
+    type(x) is dataclasses.Field and "nnx_value" in x.metadata for x in jax.tree.leaves(value)
+  )
+
+
 def unwrap_marker(value: Any) -> tuple[Any, bool | None]:
   """``(value, True/False)`` for an ``nnx.data``/``nnx.static`` marker, else ``(value, None)``."""
   if type(value) is dataclasses.Field and "nnx_value" in value.metadata:
@@ -422,6 +429,13 @@ class Pytree(metaclass=PytreeMeta):
       return
     check_trace(d["_nnx_trace"], f"'{type(self).__name__}'", f"attribute {name!r}")
     value, marked = unwrap_marker(value)
+    if self._nnx_pytree and isinstance(value, list | tuple | dict) and _has_marker(value):
+      raise PytreeDataError(
+        f"nnx.data(...)/nnx.static(...) must be assigned to Pytree attributes directly, not"
+        f" inside other structures; got a {type(value).__name__} holding one for attribute"
+        f" {name!r} of {type(self).__name__}. Fix: mark the whole value, e.g."
+        f" `self.{name} = nnx.data([...])`, or use nnx.List/nnx.Dict."
+      )
     marks = d.get("_nnx_marks")
     kind = marked if marked is not None else (marks or {}).get(name, self._nnx_fields.get(name))
     if not self._nnx_pytree:

@@ -13,7 +13,7 @@ from ..module._containers import Dict, List
 from ..module._module import Module
 
 
-def _nested_dict(flat: dict) -> Dict:
+def _nested_dict(flat: dict) -> Dict | List:
   root: dict = {}
   for path, v in flat.items():
     d = root
