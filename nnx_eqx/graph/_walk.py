@@ -279,7 +279,17 @@ class _Frame:
 class _Walker:
   """Walks a graph depth first with an explicit stack (any depth, no recursion)."""
 
-  __slots__ = ("index", "nodes", "slots", "paths", "owners", "node_paths", "shared", "holder")
+  __slots__ = (
+    "index",
+    "nodes",
+    "slots",
+    "paths",
+    "owners",
+    "node_paths",
+    "shared",
+    "holder",
+    "depth",
+  )
 
   def __init__(self):
     self.index: dict[int, int] = {}
@@ -290,6 +300,7 @@ class _Walker:
     self.owners: list = []
     self.node_paths: list = []
     self.holder: Any = None
+    self.depth = 0  # the deepest nesting of nodes/containers met
 
   def walk(self, root) -> tuple:
     """The definition tuple of ``root``."""
@@ -300,6 +311,7 @@ class _Walker:
     stack = [top]
     push, enter = stack.append, self.enter
     f = top
+    depth = 1
     while True:
       items, i = f.items, f.i
       if i < len(items):
@@ -312,12 +324,15 @@ class _Walker:
         if type(d) is _Frame:
           push(d)
           f = d
+          if len(stack) > depth:
+            depth = len(stack)
         else:
           f.subs.append(d)
         continue
       stack.pop()
       d = f.finish()
       if not stack:
+        self.depth = depth
         return d
       f = stack[-1]
       f.subs.append(d)
@@ -490,7 +505,7 @@ def walk_uncached(root: Any, leaf_root: bool = False, seed: WalkSeed | None = No
   holder = w.holder
   if defn[0] == STATIC and leaf_root and type(root) in (list, tuple, dict):
     # a container without leaves: a graph with no leaf (its State is empty)
-    gd = GraphDef(defn, (), 0)
+    gd = GraphDef(defn, (), 0, depth=0)
     return Walk(gd, [], [], [], [], [], _version.current())
   if defn[0] in (STATIC, LEAF):
     if not leaf_root:
@@ -498,9 +513,9 @@ def walk_uncached(root: Any, leaf_root: bool = False, seed: WalkSeed | None = No
         f"Expected a Module, Variable or container of them, got {type(root).__name__}."
         " Fix: pass an nnx.Module (or a registered graph node type)."
       )
-    gd = GraphDef(_LEAF_DEF, ((),), 0)
+    gd = GraphDef(_LEAF_DEF, ((),), 0, depth=0)
     return Walk(gd, [holder], [()], [], [(None, None)], [], _version.current())
-  gd = GraphDef(defn, tuple(w.paths), len(w.nodes))
+  gd = GraphDef(defn, tuple(w.paths), len(w.nodes), depth=w.depth)
   out = Walk(gd, w.slots, w.paths, w.nodes, w.owners, w.node_paths, _version.current())
   if w.shared is not None:
     i, path = w.shared
@@ -574,7 +589,7 @@ def unflatten(
   with bulk(graphdef.n_nodes + len(graphdef.paths)):
     builder = graphdef._builder
     if builder is None:
-      builder = graphdef._builder = _compile_root(graphdef.defn)
+      builder = graphdef._builder = _compile_root(graphdef.defn, graphdef.depth)
     root = builder(iter(leaves).__next__, nodes, current_trace(), reuse or None)
   if nodes_out is not None:
     nodes_out.extend(nodes)
@@ -719,7 +734,9 @@ def _heights(defn: tuple) -> dict[int, int]:
   return heights
 
 
-def _compile_root(defn: tuple):
+def _compile_root(defn: tuple, depth: int | None = None):
+  if depth is not None and depth <= CLOSURE_DEPTH:
+    return _compile(defn)
   heights = _heights(defn)
   if heights[id(defn)] <= CLOSURE_DEPTH:
     return _compile(defn)
