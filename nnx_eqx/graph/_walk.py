@@ -305,7 +305,7 @@ class _Walker:
   def walk(self, root) -> tuple:
     """The definition tuple of ``root``."""
     self.holder = _RootSlot(root)
-    top = self.enter(root, (), None, None, None, None)
+    top = self.enter(root, None, None, None, None)
     if type(top) is not _Frame:
       return top
     stack = [top]
@@ -318,9 +318,9 @@ class _Walker:
         f.i = i + 1
         k, v = items[i]
         if f.tag == NODE:
-          d = enter(v, f.path + (k,), f.value, k, f, k)
+          d = enter(v, f.value, k, f, k)
         else:
-          d = enter(v, f.path + (k,), f.owner, f.key, f, k)
+          d = enter(v, f.owner, f.key, f, k)
         if type(d) is _Frame:
           push(d)
           f = d
@@ -337,9 +337,12 @@ class _Walker:
       f = stack[-1]
       f.subs.append(d)
 
-  def enter(self, value, path: tuple, owner, key, parent: _Frame | None, k) -> Any:
-    """The definition of ``value`` if it has no children to walk, else a frame."""
+  def enter(self, value, owner, key, parent: _Frame | None, k) -> Any:
+    """The definition of ``value`` (found under key ``k`` of ``parent``) if it has
+    no children to walk, else a frame. Its path is made only where it is kept:
+    static values, the most common children, need none."""
     if isinstance(value, Variable):
+      path = () if parent is None else parent.path + (k,)
       i = self.index.get(id(value))
       if i is not None:
         if self.shared is None:
@@ -356,6 +359,7 @@ class _Walker:
     t = type(value)
     impl = node_impl(t)
     if impl is not None:
+      path = () if parent is None else parent.path + (k,)
       i = self.index.get(id(value))
       if i is not None:
         if self.shared is None:
@@ -375,6 +379,7 @@ class _Walker:
         d = None
       return _Frame(NODE, value, path, owner, key, items, i, d, impl)
     if isinstance(value, _node_types.LEAF_TYPES):
+      path = () if parent is None else parent.path + (k,)
       self.slots.append(self.holder if parent is None else parent.slot(k))
       self.paths.append(path)
       self.owners.append((owner, key))
@@ -382,6 +387,7 @@ class _Walker:
     if t is tuple or t is list or (isinstance(value, tuple) and hasattr(value, "_fields")):
       if not value:
         return (STATIC, StaticValue(value))
+      path = () if parent is None else parent.path + (k,)
       return _Frame(
         SEQ, value, path, owner, key, list(enumerate(value)), self.lazy(parent, k), None, None
       )
@@ -389,6 +395,7 @@ class _Walker:
       if not value:
         return (STATIC, StaticValue(value))
       items = [(j, value[j]) for j in _sorted_keys(value)]
+      path = () if parent is None else parent.path + (k,)
       return _Frame(MAP, value, path, owner, key, items, self.lazy(parent, k), None, None)
     return (STATIC, StaticValue(value))
 
