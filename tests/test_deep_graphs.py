@@ -113,9 +113,11 @@ def test_jit_grad_vmap(make):
 
 
 @pytest.mark.parametrize("make", MAKERS)
-def test_deep_graphs_pickle_flat_graphdef(make):
+def test_pickle_graphdef_and_flat_state(make):
   import pickle
 
-  graphdef = nnx.graphdef(make(DEEP))
-  back = pickle.loads(pickle.dumps(graphdef))
-  assert back == graphdef and hash(back) == hash(graphdef)
+  m = make(DEEP)
+  graphdef, state = nnx.split(m)
+  g2, flat = pickle.loads(pickle.dumps((graphdef, state.flat_state())))
+  assert g2 == graphdef and hash(g2) == hash(graphdef)
+  assert same_graph(nnx.merge(g2, nnx.State.from_flat_path(flat)), m)

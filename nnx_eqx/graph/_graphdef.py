@@ -108,20 +108,33 @@ def unflatten_defn(shape: list, atoms: list) -> tuple:
   raise AssertionError("truncated definition")
 
 
+NATIVE_DEPTH = 100
+"""Definitions nested at most this many nodes/containers deep are compared by
+Python's own (recursive, fast) tuple comparison; deeper or of unknown depth,
+through :func:`flatten_defn`."""
+
+
 def _defn_hash(defn: tuple) -> int:
+  # always flat: the hash must depend on the content only, whatever the depth
   shape, atoms = flatten_defn(defn)
   return hash((tuple(shape), tuple(atoms)))
 
 
-def _defn_equal(a: tuple, b: tuple) -> bool:
+def _defn_equal(a: tuple, b: tuple, depth: int | None) -> bool:
+  if depth is None or depth > NATIVE_DEPTH:
+    return flatten_defn(a) == flatten_defn(b)
   try:
     return a == b
-  except RecursionError:  # deeper than the interpreter's limit: compare flat
+  except RecursionError:  # called from deep in the stack already: compare flat
     return flatten_defn(a) == flatten_defn(b)
 
 
-def _graphdef_from_flat(shape, atoms, paths, n_nodes, tree, outer) -> GraphDef:
-  return GraphDef(unflatten_defn(shape, atoms), paths, n_nodes, tree, outer)
+def _max_depth(a: int | None, b: int | None) -> int | None:
+  return None if a is None or b is None else max(a, b)
+
+
+def _graphdef_from_flat(shape, atoms, paths, n_nodes, tree, outer, depth=None) -> GraphDef:
+  return GraphDef(unflatten_defn(shape, atoms), paths, n_nodes, tree, outer, depth)
 
 
 def _var_metadata_def(md: dict) -> Any:
@@ -153,7 +166,8 @@ class GraphDef:
     "n_nodes",
     "tree",
     "outer",
-    "_hash",
+    "depth",
+    "_h",
     "_builder",
     "_path_tree",
     "_tree_variant",
@@ -161,18 +175,34 @@ class GraphDef:
   )
 
   def __init__(
-    self, defn: tuple, paths: tuple, n_nodes: int, tree: bool = False, outer: tuple | None = None
+    self,
+    defn: tuple,
+    paths: tuple,
+    n_nodes: int,
+    tree: bool = False,
+    outer: tuple | None = None,
+    depth: int | None = None,
   ):
     self.defn = defn
     self.paths = paths
     self.n_nodes = n_nodes
     self.tree = tree
     self.outer = outer  # per node, its index in an enclosing graph (see nnx.graphlib)
-    h = _defn_hash(defn)
-    self._hash = h if not tree and outer is None else hash((h, tree, outer))
+    self.depth = depth  # nesting of nodes/containers, when the maker knew it
+    self._h: int | None = None  # the hash, computed on first use
     self._builder = None  # compiled by _walk.unflatten on first use
     self._path_tree: dict | None = None
     self._tree_variant: GraphDef | None = None
+
+  @property
+  def _hash(self) -> int:
+    h = self._h
+    if h is None:
+      h = _defn_hash(self.defn)
+      if self.tree or self.outer is not None:
+        h = hash((h, self.tree, self.outer))
+      self._h = h
+    return h
 
   def __eq__(self, other):
     return self is other or (
@@ -180,7 +210,7 @@ class GraphDef:
       and self._hash == other._hash
       and self.tree == other.tree
       and self.outer == other.outer
-      and _defn_equal(self.defn, other.defn)
+      and _defn_equal(self.defn, other.defn, _max_depth(self.depth, other.depth))
     )
 
   def __hash__(self):
@@ -189,7 +219,8 @@ class GraphDef:
   def __reduce__(self):
     # flat, so that pickling does not recurse; compiled builders are not kept
     shape, atoms = flatten_defn(self.defn)
-    return _graphdef_from_flat, (shape, atoms, self.paths, self.n_nodes, self.tree, self.outer)
+    args = (shape, atoms, self.paths, self.n_nodes, self.tree, self.outer, self.depth)
+    return _graphdef_from_flat, args
 
   def __class_getitem__(cls, item: Any) -> types.GenericAlias:
     """``GraphDef[T]`` for annotations (T is the root's type)."""
@@ -199,7 +230,7 @@ class GraphDef:
     """A copy of this GraphDef recording, per node, its index in an enclosing
     graph (None where it has none); ``nnx.graphlib.unflatten`` uses them to
     update the enclosing graph's objects in place."""
-    g = GraphDef(self.defn, self.paths, self.n_nodes, self.tree, outer)
+    g = GraphDef(self.defn, self.paths, self.n_nodes, self.tree, outer, self.depth)
     g._builder = self._builder
     return g
 
@@ -215,7 +246,7 @@ class GraphDef:
     if self.tree:
       return self
     if self._tree_variant is None:
-      t = GraphDef(self.defn, self.paths, self.n_nodes, tree=True)
+      t = GraphDef(self.defn, self.paths, self.n_nodes, tree=True, depth=self.depth)
       t._builder = self._builder
       self._tree_variant = t
     return self._tree_variant

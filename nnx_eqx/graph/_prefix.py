@@ -115,7 +115,9 @@ def without_variables(graphdef: GraphDef) -> GraphDef:
       return (MAP, d[1], tuple((k, strip(s, (*path, k))) for k, s in d[2]))
     return d
 
-  return GraphDef(strip(graphdef.defn, ()), graphdef.paths, graphdef.n_nodes, graphdef.tree)
+  return GraphDef(
+    strip(graphdef.defn, ()), graphdef.paths, graphdef.n_nodes, graphdef.tree, depth=graphdef.depth
+  )
 
 
 def _fmt(path: tuple) -> str:

@@ -279,7 +279,17 @@ class _Frame:
 class _Walker:
   """Walks a graph depth first with an explicit stack (any depth, no recursion)."""
 
-  __slots__ = ("index", "nodes", "slots", "paths", "owners", "node_paths", "shared", "holder")
+  __slots__ = (
+    "index",
+    "nodes",
+    "slots",
+    "paths",
+    "owners",
+    "node_paths",
+    "shared",
+    "holder",
+    "depth",
+  )
 
   def __init__(self):
     self.index: dict[int, int] = {}
@@ -290,41 +300,49 @@ class _Walker:
     self.owners: list = []
     self.node_paths: list = []
     self.holder: Any = None
+    self.depth = 0  # the deepest nesting of nodes/containers met
 
   def walk(self, root) -> tuple:
     """The definition tuple of ``root``."""
     self.holder = _RootSlot(root)
-    top = self.enter(root, (), None, None, None, None)
+    top = self.enter(root, None, None, None, None)
     if type(top) is not _Frame:
       return top
     stack = [top]
     push, enter = stack.append, self.enter
     f = top
+    depth = 1
     while True:
       items, i = f.items, f.i
       if i < len(items):
         f.i = i + 1
         k, v = items[i]
         if f.tag == NODE:
-          d = enter(v, f.path + (k,), f.value, k, f, k)
+          d = enter(v, f.value, k, f, k)
         else:
-          d = enter(v, f.path + (k,), f.owner, f.key, f, k)
+          d = enter(v, f.owner, f.key, f, k)
         if type(d) is _Frame:
           push(d)
           f = d
+          if len(stack) > depth:
+            depth = len(stack)
         else:
           f.subs.append(d)
         continue
       stack.pop()
       d = f.finish()
       if not stack:
+        self.depth = depth
         return d
       f = stack[-1]
       f.subs.append(d)
 
-  def enter(self, value, path: tuple, owner, key, parent: _Frame | None, k) -> Any:
-    """The definition of ``value`` if it has no children to walk, else a frame."""
+  def enter(self, value, owner, key, parent: _Frame | None, k) -> Any:
+    """The definition of ``value`` (found under key ``k`` of ``parent``) if it has
+    no children to walk, else a frame. Its path is made only where it is kept:
+    static values, the most common children, need none."""
     if isinstance(value, Variable):
+      path = () if parent is None else parent.path + (k,)
       i = self.index.get(id(value))
       if i is not None:
         if self.shared is None:
@@ -341,6 +359,7 @@ class _Walker:
     t = type(value)
     impl = node_impl(t)
     if impl is not None:
+      path = () if parent is None else parent.path + (k,)
       i = self.index.get(id(value))
       if i is not None:
         if self.shared is None:
@@ -360,6 +379,7 @@ class _Walker:
         d = None
       return _Frame(NODE, value, path, owner, key, items, i, d, impl)
     if isinstance(value, _node_types.LEAF_TYPES):
+      path = () if parent is None else parent.path + (k,)
       self.slots.append(self.holder if parent is None else parent.slot(k))
       self.paths.append(path)
       self.owners.append((owner, key))
@@ -367,6 +387,7 @@ class _Walker:
     if t is tuple or t is list or (isinstance(value, tuple) and hasattr(value, "_fields")):
       if not value:
         return (STATIC, StaticValue(value))
+      path = () if parent is None else parent.path + (k,)
       return _Frame(
         SEQ, value, path, owner, key, list(enumerate(value)), self.lazy(parent, k), None, None
       )
@@ -374,6 +395,7 @@ class _Walker:
       if not value:
         return (STATIC, StaticValue(value))
       items = [(j, value[j]) for j in _sorted_keys(value)]
+      path = () if parent is None else parent.path + (k,)
       return _Frame(MAP, value, path, owner, key, items, self.lazy(parent, k), None, None)
     return (STATIC, StaticValue(value))
 
@@ -490,7 +512,7 @@ def walk_uncached(root: Any, leaf_root: bool = False, seed: WalkSeed | None = No
   holder = w.holder
   if defn[0] == STATIC and leaf_root and type(root) in (list, tuple, dict):
     # a container without leaves: a graph with no leaf (its State is empty)
-    gd = GraphDef(defn, (), 0)
+    gd = GraphDef(defn, (), 0, depth=0)
     return Walk(gd, [], [], [], [], [], _version.current())
   if defn[0] in (STATIC, LEAF):
     if not leaf_root:
@@ -498,9 +520,9 @@ def walk_uncached(root: Any, leaf_root: bool = False, seed: WalkSeed | None = No
         f"Expected a Module, Variable or container of them, got {type(root).__name__}."
         " Fix: pass an nnx.Module (or a registered graph node type)."
       )
-    gd = GraphDef(_LEAF_DEF, ((),), 0)
+    gd = GraphDef(_LEAF_DEF, ((),), 0, depth=0)
     return Walk(gd, [holder], [()], [], [(None, None)], [], _version.current())
-  gd = GraphDef(defn, tuple(w.paths), len(w.nodes))
+  gd = GraphDef(defn, tuple(w.paths), len(w.nodes), depth=w.depth)
   out = Walk(gd, w.slots, w.paths, w.nodes, w.owners, w.node_paths, _version.current())
   if w.shared is not None:
     i, path = w.shared
@@ -574,7 +596,7 @@ def unflatten(
   with bulk(graphdef.n_nodes + len(graphdef.paths)):
     builder = graphdef._builder
     if builder is None:
-      builder = graphdef._builder = _compile_root(graphdef.defn)
+      builder = graphdef._builder = _compile_root(graphdef.defn, graphdef.depth)
     root = builder(iter(leaves).__next__, nodes, current_trace(), reuse or None)
   if nodes_out is not None:
     nodes_out.extend(nodes)
@@ -719,7 +741,9 @@ def _heights(defn: tuple) -> dict[int, int]:
   return heights
 
 
-def _compile_root(defn: tuple):
+def _compile_root(defn: tuple, depth: int | None = None):
+  if depth is not None and depth <= CLOSURE_DEPTH:
+    return _compile(defn)
   heights = _heights(defn)
   if heights[id(defn)] <= CLOSURE_DEPTH:
     return _compile(defn)
