@@ -9,12 +9,17 @@ Side by side in one process (interleaved rounds, medians):
   ``jax.tree.map`` copy of the same Equinox model; the per-Variable time shows
   whether conversion grows linearly;
 * ``eqx.filter_jit``: the same jitted forward pass called on an Equinox MLP and
-  on its NNX conversion (target: ratio <= 1.0).
+  on its NNX conversion (target: ratio <= 1.0);
+* Equinox-style training (``eqx.filter_jit`` + ``eqx.filter_value_and_grad`` +
+  optax + ``eqx.apply_updates``) over ``nnx.from_eqx(eqx.nn.MLP(...))`` and over
+  ``nnx.to_eqx`` of an NNX model, at depth 2 / 8 / 32, and the pieces of such a
+  step at depth 8, each against the same code on the Equinox model (target:
+  ratio <= 1.10, flat in depth; see ``_eqx_training.py``).
 
     python benchmarks/bridge.py            # full run
     python benchmarks/bridge.py --quick    # fewer repeats, smaller sizes
 
-``main`` returns ``{"conversion": rows, "filter_jit": rows}``.
+``main`` returns ``{"conversion": rows, "filter_jit": rows, "eqx_training": rows}``.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import nnx_eqx as nnx
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _common import interleaved, print_table  # noqa: E402
+from _eqx_training import models, piece_fns, step_fns  # noqa: E402
 
 
 class Stack(eqx.Module):
@@ -95,21 +101,52 @@ def filter_jit_rows(n, rounds) -> list[dict]:
   ]
 
 
+def eqx_training_rows(depths, n, rounds) -> list[dict]:
+  rows = []
+
+  def add(case: str, fns: dict) -> None:
+    times = interleaved(fns, n=n, rounds=rounds)
+    for impl, t in times.items():
+      rows.append({"case": case, "impl": impl, "us": t * 1e6, "baseline": impl == "equinox model"})
+
+  for direction in ("from_eqx", "to_eqx"):
+    for depth in depths:
+      e, m, forward = models(direction, depth)
+      add(
+        f"train step, {direction}, depth {depth}",
+        {"equinox model": step_fns(e, forward), "nnx_eqx module": step_fns(m, forward)},
+      )
+    e, m, forward = models(direction, 8)
+    pe, pm = piece_fns(e, forward), piece_fns(m, forward)
+    for piece in pe:
+      add(
+        f"{piece}, {direction}, depth 8", {"equinox model": pe[piece], "nnx_eqx module": pm[piece]}
+      )
+  return rows
+
+
 def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--quick", action="store_true", help="fewer repeats, smaller sizes")
+  p.add_argument("--only", choices=("conversion", "filter_jit", "eqx_training"), help="one table")
   args = p.parse_args(argv)
   sizes = (10, 100, 1000) if args.quick else (10, 100, 1000, 10000)
   n, rounds = (20, 3) if args.quick else (100, 7)
-  conv = conversion_rows(sizes, n, rounds)
-  print_table("Conversion time vs model size (ratios vs a jax.tree.map copy)", conv)
-  print("\n  per Variable (flat across sizes = linear growth):")
-  for r in conv:
-    if r["impl"] != "jax.tree.map copy":
-      print(f"  {r['case']:>38} | {r['impl']:<14} {r['us_per_var']:8.2f} us/Variable")
-  fj = filter_jit_rows(n * 10, rounds)
-  print_table("eqx.filter_jit per-call time (target: nnx_eqx <= 1.0x the Equinox model)", fj)
-  return {"conversion": conv, "filter_jit": fj}
+  out: dict[str, list[dict]] = {}
+  if args.only in (None, "conversion"):
+    conv = out["conversion"] = conversion_rows(sizes, n, rounds)
+    print_table("Conversion time vs model size (ratios vs a jax.tree.map copy)", conv)
+    print("\n  per Variable (flat across sizes = linear growth):")
+    for r in conv:
+      if r["impl"] != "jax.tree.map copy":
+        print(f"  {r['case']:>38} | {r['impl']:<14} {r['us_per_var']:8.2f} us/Variable")
+  if args.only in (None, "filter_jit"):
+    fj = out["filter_jit"] = filter_jit_rows(n * 10, rounds)
+    print_table("eqx.filter_jit per-call time (target: nnx_eqx <= 1.0x the Equinox model)", fj)
+  if args.only in (None, "eqx_training"):
+    tr = out["eqx_training"] = eqx_training_rows((2, 8, 32), n, rounds)
+    print_table("Equinox-style training (target: nnx_eqx <= 1.10x the Equinox model)", tr)
+  return out
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _graphdef, _pytree_flags, _version
+from . import _graphdef, _pytree_fast, _pytree_flags, _version
 from ._errors import GraphStructureError, ShapeDtypeError, StateMismatchError
 from ._filters import Filter, to_predicate
 from ._flat_state import FlatState
@@ -640,10 +640,9 @@ class _FlaggedDef:
 
   __slots__ = ("graphdef", "neutral", "idx", "n")
 
-  def __init__(self, w, idx, n):
-    self.graphdef, self.idx, self.n = w.graphdef, idx, n
-    # Structures compare with the flags at False: they are leaves, not structure.
-    self.neutral = _pytree_flags.neutral_graphdef(w, walk_uncached)
+  def __init__(self, gd, neutral, idx, n):
+    # Structures compare with the flags at False (``neutral``): they are leaves, not structure.
+    self.graphdef, self.neutral, self.idx, self.n = gd, neutral, idx, n
 
   def __eq__(self, other):
     return (
@@ -660,33 +659,53 @@ class _FlaggedDef:
     return f"{self.neutral!r} + flags at nodes {list(self.idx)}"
 
 
-def _pytree_flatten(node):
+# The aux data of a flattened graph is its canonical GraphDef, and a graph rebuilt
+# from it records where its leaves are (see _pytree_fast): rebuilding and
+# re-flattening modules in pytree maps and in eqx.filter_jit walks nothing.
+def _flat_view(node) -> tuple:
+  """``(source, graphdef, leaves, flag indices, neutral graphdef)`` of ``node``,
+  from its Born record when it was rebuilt and is unchanged, else from its walk."""
+  b = _pytree_fast.born_of(node)
+  if b is not None:
+    return b, b.graphdef, b.leaves(node), b.flags, b.neutral
   w = walk(node)
-  leaves = w.leaves()
+  gd = _pytree_fast.canonical_of_walk(w)
   idx = _pytree_flags.flag_indices(w) if _pytree_flags.FLAG_ATTRS else ()
+  neutral = (
+    _pytree_flags.neutral_graphdef(w, walk_uncached, _pytree_fast.canonical) if idx else None
+  )
+  return w, gd, w.leaves(), idx, neutral
+
+
+def _pytree_flatten(node):
+  w, gd, leaves, idx, neutral = _flat_view(node)
   if not idx:
-    return leaves, w.graphdef
-  aux = _FlaggedDef(w, idx, len(leaves))
+    return leaves, gd
+  aux = _FlaggedDef(gd, neutral, idx, len(leaves))
   return leaves + _pytree_flags.flag_children(w, idx, False, _PathKey), aux
 
 
 def _pytree_flatten_with_keys(node):
-  w = walk(node)
-  children = [(_PathKey(p), s._value) for p, s in zip(w.paths, w.slots)]
-  idx = _pytree_flags.flag_indices(w) if _pytree_flags.FLAG_ATTRS else ()
+  w, gd, leaves, idx, neutral = _flat_view(node)
+  children = list(zip(map(_PathKey, gd.paths), leaves))
   if not idx:
-    return children, w.graphdef
-  aux = _FlaggedDef(w, idx, len(children))
+    return children, gd
+  aux = _FlaggedDef(gd, neutral, idx, len(children))
   return children + _pytree_flags.flag_children(w, idx, True, _PathKey), aux
 
 
 def _pytree_unflatten(aux, leaves):
   if type(aux) is not _FlaggedDef:
-    return unflatten(aux, leaves)
+    return _pytree_fast.rebuild(aux, leaves)
   leaves = list(leaves)
   nodes: list = []
-  root = unflatten(aux.graphdef, leaves[: aux.n], nodes_out=nodes)
-  _pytree_flags.apply_flags(nodes, aux.idx, leaves[aux.n :])
+  root = _pytree_fast.rebuild(aux.graphdef, leaves[: aux.n], nodes)
+  changed = _pytree_flags.apply_flags(nodes, aux.idx, leaves[aux.n :])
+  born = root.__dict__.get("_nnx_born")
+  if changed and born is not None:  # a flag (a static attribute) changed: no longer valid
+    del root.__dict__["_nnx_born"]
+  elif born is not None:
+    born.flags, born.neutral = aux.idx, aux.neutral
   return root
 
 

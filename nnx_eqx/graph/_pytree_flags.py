@@ -27,6 +27,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from . import _version
+
 FLAG_ATTRS: dict[type, str] = {}
 _OVERRIDE = "_nnx_flag_leaf"
 _CACHE_KEY = object()
@@ -76,6 +78,8 @@ def _flag_property(attr: str) -> property:
   def fset(self, value):
     self.__dict__.pop(_OVERRIDE, None)
     if attr == "inference":
+      if self.__dict__.get("_nnx_in_graph"):
+        _version.bump()  # a static attribute of a walked graph changes
       self.__dict__["inference"] = value
     else:
       setattr(self, attr, value)
@@ -126,8 +130,8 @@ def flag_indices(w: Any) -> tuple:
   return idx
 
 
-def neutral_graphdef(w: Any, walk_uncached: Any) -> Any:
-  """The GraphDef of ``w``'s graph with every flag at False (cached on the walk).
+def neutral_graphdef(w: Any, walk_uncached: Any, canonical: Any) -> Any:
+  """The canonical GraphDef of ``w``'s graph with every flag at False (cached on the walk).
 
   Pytree structures compare by it, so a tree mapped to other flag values (a
   mask of ``eqx.partition``, the result of ``eqx.nn.inference_mode``) has the
@@ -149,7 +153,7 @@ def neutral_graphdef(w: Any, walk_uncached: Any) -> Any:
       finally:
         for (d, a), v in zip(dicts, saved):
           d[a] = v
-    cache[_NEUTRAL_KEY] = gd
+    gd = cache[_NEUTRAL_KEY] = canonical(gd)[0]
   return gd
 
 
@@ -176,8 +180,10 @@ def _concrete(v: Any) -> bool | None:
   return None
 
 
-def apply_flags(nodes: list, idx: tuple, children: Any) -> None:
-  """Sets (concrete bools) or remembers (anything else) the flags of rebuilt ``nodes``."""
+def apply_flags(nodes: list, idx: tuple, children: Any) -> bool:
+  """Sets (concrete bools) or remembers (anything else) the flags of rebuilt
+  ``nodes``; returns whether a flag attribute changed."""
+  changed = False
   for i, child in zip(idx, children):
     node = nodes[i]
     v = child.inference if isinstance(child, FlagLeaf) else child
@@ -185,4 +191,7 @@ def apply_flags(nodes: list, idx: tuple, children: Any) -> None:
     if b is None:
       node.__dict__[_OVERRIDE] = v
     else:
-      node.__dict__[FLAG_ATTRS[type(node)]] = b
+      d, attr = node.__dict__, FLAG_ATTRS[type(node)]
+      changed = changed or d[attr] is not b
+      d[attr] = b
+  return changed

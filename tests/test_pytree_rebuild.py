@@ -1,0 +1,192 @@
+"""Modules rebuilt by pytree operations (``jax.tree.map``, ``eqx.filter``,
+``eqx.partition``/``combine``, ``eqx.apply_updates``, ``eqx.filter_jit``
+outputs) are exact graphs: same structure and sharing as a fresh walk would
+find, unchanged by re-flattening, invalidated by structural changes, freed
+when dropped, and an Equinox-style training loop over them never retraces.
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optax
+import pytest
+from hypothesis import given, settings
+
+import nnx_eqx as nnx
+from nnx_eqx.graph import _graph
+from nnx_eqx.testing import (
+  TraceCounter,
+  assert_trees_close,
+  assert_trees_equal,
+  graphs,
+  same_graph,
+)
+
+
+def _fresh(node):
+  """Leaves and GraphDef of ``node`` from a walk that reuses nothing."""
+  w = _graph.walk_uncached(node)
+  return w.leaves(), w.graphdef
+
+
+def _check_flatten_is_fresh(node) -> None:
+  leaves, aux = jax.tree_util.tree_flatten(node, is_leaf=lambda x: x is None)
+  fresh_leaves, fresh_gd = _fresh(node)
+  assert jax.tree.structure(node).node_data()[1] == fresh_gd
+  assert len(leaves) == len(fresh_leaves)
+  assert_trees_equal(
+    [x for x in leaves if x is not None], [x for x in fresh_leaves if x is not None]
+  )
+
+
+@given(graphs())
+@settings(deadline=None)
+def test_rebuilt_graph_is_the_same_graph_and_flattens_as_a_fresh_walk(m):
+  once = jax.tree.map(lambda x: x, m)
+  twice = jax.tree.map(lambda x: x, once)  # rebuilt from a rebuilt graph
+  assert same_graph(once, m)
+  assert same_graph(twice, m)
+  _check_flatten_is_fresh(once)
+  _check_flatten_is_fresh(twice)
+
+
+@given(graphs())
+@settings(deadline=None)
+def test_partition_combine_and_filter_keep_graph_and_sharing(m):
+  params, rest = eqx.partition(m, eqx.is_inexact_array)
+  assert same_graph(eqx.combine(params, rest), m)
+  kept = eqx.filter(m, eqx.is_inexact_array)
+  assert same_graph(eqx.combine(kept, eqx.filter(m, eqx.is_inexact_array, inverse=True)), m)
+  # filtered-out leaves are None leaves of the same structure, as in Equinox
+  is_none = lambda x: x is None  # noqa: E731
+  assert jax.tree.structure(kept, is_leaf=is_none) == jax.tree.structure(m)
+
+
+class _Shared(nnx.Module):
+  def __init__(self):
+    rngs = nnx.Rngs(0)
+    self.a = nnx.Linear(2, 2, rngs=rngs)
+    self.b = self.a  # a shared submodule
+    self.w = self.a.kernel  # a Variable shared with it
+    self.count = nnx.BatchStat(jnp.array(0))  # an integer leaf
+    self.raw = jnp.ones(2)  # a raw array attribute
+
+
+def test_sharing_survives_filter_apply_updates_and_filter_jit():
+  m = _Shared()
+  grads = jax.tree.map(jnp.ones_like, eqx.filter(m, eqx.is_inexact_array))
+  assert grads.count.value is None  # eqx.filter's None leaf, kept as a Variable's value
+  new = eqx.apply_updates(m, grads)
+  for out in (grads, new, eqx.filter_jit(lambda x: x)(new)):
+    assert out.b is out.a and out.w is out.a.kernel
+  assert_trees_equal(new.a.kernel.value, m.a.kernel.value + 1)
+  assert_trees_equal(new.raw, m.raw + 1)
+  assert_trees_equal(new.count.value, m.count.value)  # an int leaf: not updated
+
+
+def test_rebuilt_module_sees_value_changes():
+  r = jax.tree.map(lambda x: x, _Shared())
+  r.a.bias.value = jnp.full(2, 7.0)
+  r.raw = jnp.zeros(2)  # an array swap (not a structural change)
+  assert_trees_equal(jax.tree.leaves(r), _fresh(r)[0])
+
+
+def _add_param(r):
+  r.a.extra = nnx.Param(jnp.ones(3))
+
+
+def _retag(r):
+  r.a.kernel.set_metadata(tag="x")
+
+
+def _unshare(r):
+  r.b = nnx.Linear(2, 2, rngs=nnx.Rngs(1))
+
+
+@pytest.mark.parametrize("change", [_add_param, _retag, _unshare])
+def test_structural_change_to_a_rebuilt_module_is_seen_by_the_next_flatten(change):
+  r = jax.tree.map(lambda x: x, _Shared())
+  before = jax.tree.structure(r)  # from the rebuilt graph's record, no walk
+  change(r)  # nothing has walked r: the rebuild itself marked its nodes
+  assert jax.tree.structure(r) != before
+  _check_flatten_is_fresh(r)
+
+
+def test_rebuilt_graph_is_freed_when_dropped_without_garbage_collection():
+  m = nnx.from_eqx(eqx.nn.MLP(3, 3, 4, 2, key=jax.random.key(0)))
+  gc.disable()
+  try:
+    r = jax.tree.map(lambda x: x, m)
+    layer = weakref.ref(r.layers[0])
+    del r
+    assert layer() is None
+  finally:
+    gc.enable()
+
+
+def test_aux_data_is_one_canonical_graphdef_per_structure():
+  m = nnx.from_eqx(eqx.nn.MLP(3, 3, 4, 2, key=jax.random.key(0)))
+  other = nnx.from_eqx(eqx.nn.MLP(3, 3, 4, 2, key=jax.random.key(1)))
+  gd = jax.tree.structure(m).node_data()[1]
+  assert jax.tree.structure(other).node_data()[1] is gd
+  assert jax.tree.structure(jax.tree.map(lambda x: x, m)).node_data()[1] is gd
+
+
+def test_inference_mode_on_a_rebuilt_module_flips_the_flag():
+  m = nnx.from_eqx(
+    eqx.nn.Sequential([eqx.nn.Linear(2, 2, key=jax.random.key(0)), eqx.nn.Dropout(0.5)])
+  )
+  r = jax.tree.map(lambda x: x, m)
+  inf = eqx.nn.inference_mode(r)
+  assert inf.layers[1].inference is True and r.layers[1].inference is False
+  assert jax.tree.leaves(eqx.nn.inference_mode(inf, value=False)) == jax.tree.leaves(r)
+
+
+class _Stack(nnx.Module):
+  def __init__(self, depth: int):
+    rngs = nnx.Rngs(0)
+    self.layers = nnx.List([nnx.Linear(4, 4, rngs=rngs) for _ in range(depth)])
+
+  def __call__(self, x):
+    for layer in self.layers:
+      x = jax.nn.relu(layer(x))
+    return x
+
+
+def _train(model, forward, steps: int):
+  counter = TraceCounter()
+  opt = optax.sgd(1e-2, momentum=0.9)  # state: momentum modules of the same graph
+
+  @eqx.filter_jit
+  @counter
+  def step(model, opt_state, x):
+    loss, grads = eqx.filter_value_and_grad(lambda m: jnp.mean(forward(m, x) ** 2))(model)
+    updates, opt_state = opt.update(grads, opt_state, eqx.filter(model, eqx.is_array))
+    return eqx.apply_updates(model, updates), opt_state, loss
+
+  opt_state = opt.init(eqx.filter(model, eqx.is_inexact_array))
+  x = jnp.ones((3, 4))
+  losses = []
+  for _ in range(steps):
+    model, opt_state, loss = step(model, opt_state, x)
+    losses.append(loss)
+  return model, losses, counter.count
+
+
+def test_equinox_training_loop_over_nnx_modules_traces_once_and_matches_equinox():
+  e = eqx.nn.MLP(4, 4, 4, 3, key=jax.random.key(0))
+  batched = lambda m, x: jax.vmap(m)(x)  # noqa: E731
+  e_out, e_losses, _ = _train(e, batched, 5)
+  m_out, m_losses, traces = _train(nnx.from_eqx(e), batched, 5)
+  assert traces == 1
+  # different programs (NNX kernels are stored transposed): close, not bitwise
+  assert_trees_close(jnp.stack(m_losses), jnp.stack(e_losses))
+  assert_trees_close(jax.tree.leaves(nnx.to_eqx(m_out)), jax.tree.leaves(e_out))
+  s_out, _, traces = _train(_Stack(3), lambda m, x: m(x), 5)
+  assert traces == 1
+  assert s_out.layers[0].kernel.value.shape == (4, 4)
