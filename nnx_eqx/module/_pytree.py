@@ -310,8 +310,13 @@ ObjectMeta = PytreeMeta
 def _check_static_attributes(obj: Any) -> None:
   d = obj.__dict__
   kinds = {**type(obj)._nnx_fields, **(d.get("_nnx_marks") or {})}
+  # Modules take nodes in plain tuples on assignment (lists/dicts become nnx.List/Dict),
+  # so there only a list/dict can have gained data after assignment.
+  tuples_are_data = type(obj)._nnx_containerize
   for name, value in d.items():
     if name.startswith("_nnx_") or kinds.get(name) or is_data(value):
+      continue
+    if tuples_are_data and isinstance(value, tuple) and kinds.get(name) is None:
       continue
     if _has_data(value):
       raise PytreeDataError(
