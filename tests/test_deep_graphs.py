@@ -63,9 +63,9 @@ def test_split_merge_state_update_graphdef(make):
   m2 = nnx.merge(graphdef, state)
   assert same_graph(m2, m)
   # (jax.tree itself recurses through nested States, so stay flat here)
-  flat = {p: v.replace(v.value * 2) for p, v in state.flat_state().items()}
+  flat = {p: v.replace(v.value * 2) for p, v in state.to_flat_dict().items()}
   nnx.update(m, nnx.State.from_flat_path(flat))
-  assert_trees_equal(list(nnx.state(m).flat_state().values()), list(flat.values()))
+  assert_trees_equal(list(nnx.state(m).to_flat_dict().values()), list(flat.values()))
   assert same_graph(nnx.clone(m), m)
 
 
@@ -101,13 +101,13 @@ def test_jit_grad_vmap(make):
   @counter
   def total(m):
     # (flat: jax.tree itself recurses through a deeply nested State)
-    return sum(jnp.sum(v.value) for v in nnx.state(m, nnx.Param).flat_state().values())
+    return sum(jnp.sum(v.value) for v in nnx.state(m, nnx.Param).to_flat_dict().values())
 
   want = total(m)
   with assert_no_retrace(counter):
     assert_trees_equal(total(m), want)
   grads = nnx.grad(lambda m: total(m))(m)
-  assert all(jnp.all(g.value == 1) for g in grads.flat_state().values())
+  assert all(jnp.all(g.value == 1) for g in grads.to_flat_dict().values())
   out = nnx.vmap(lambda m, x: x * 2, in_axes=(None, 0))(m, jnp.arange(3.0))
   assert_trees_equal(out, jnp.arange(3.0) * 2)
 

@@ -200,17 +200,26 @@ def is_data(value: Any, /) -> bool:
   return is_node(value) or isinstance(value, _node_types.LEAF_TYPES) or type(value) in _DATA_TYPES
 
 
-def _has_data(value: Any) -> bool:
+def _contains(value: Any, found: Callable[[Any], bool]) -> bool:
+  """Whether ``found`` holds for ``value`` or anything in its lists/tuples/dicts."""
   stack = [value]  # explicit: containers may nest deeper than the recursion limit
   while stack:
     value = stack.pop()
-    if is_data(value):
+    if found(value):
       return True
     if isinstance(value, (list, tuple)):
       stack.extend(value)
     elif isinstance(value, dict):
       stack.extend(value.values())
   return False
+
+
+def _has_data(value: Any) -> bool:
+  return _contains(value, is_data)
+
+
+def _is_marker(x: Any) -> bool:
+  return type(x) is dataclasses.Field and "nnx_value" in x.metadata
 
 
 def _containerize(value):
@@ -246,9 +255,7 @@ def _containerize(value):
 
 def _has_marker(value: Any) -> bool:
   """Whether a list/tuple/dict holds an ``nnx.data``/``nnx.static`` marker (at any depth)."""
-  return any(
-    type(x) is dataclasses.Field and "nnx_value" in x.metadata for x in jax.tree.leaves(value)
-  )
+  return _contains(value, _is_marker)
 
 
 def unwrap_marker(value: Any) -> tuple[Any, bool | None]:
