@@ -1,7 +1,7 @@
-"""Multi-process training: examples/multihost_train.py (the README's recipe) run as two
-processes on localhost with jax.distributed (CPU, gloo collectives, 2 devices each), against
-the same steps in this process on a 4-device mesh; the checkpoint the two processes saved
-together restores here, in one process."""
+"""Multi-process training: examples/multihost_train.py (the recipe the docs page
+docs/guides/saving.md shows) run as two processes on localhost with jax.distributed (CPU,
+gloo collectives, 2 devices each), against the same steps in this process on a 4-device
+mesh; the checkpoint the two processes saved together restores here, in one process."""
 
 import importlib.util
 import json
@@ -118,9 +118,10 @@ def test_two_processes_train_like_one_process_and_share_a_checkpoint(tmp_path):
   assert abstract.hidden.kernel.value.sharding == SingleDeviceSharding(jax.local_devices()[0])
 
 
-def test_readme_shows_the_tested_script():
-  readme = (ROOT / "README.md").read_text()
-  tag = "<!-- tested: examples/multihost_train.py without its docstring -->\n```python\n"
-  assert readme.count(tag) == 1
-  shown = readme.split(tag)[1].split("```\n")[0]
+def test_saving_guide_shows_the_tested_script():
+  # A ```py fence: the docs' ```python blocks are doctests (tests/test_docs.py).
+  page = (ROOT / "docs/guides/saving.md").read_text()
+  tag = "<!-- tested: examples/multihost_train.py without its docstring -->\n```py\n"
+  assert page.count(tag) == 1
+  shown = page.split(tag)[1].split("```\n")[0]
   assert shown == SCRIPT.read_text().split('"""', 2)[2].lstrip("\n")
