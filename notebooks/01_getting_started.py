@@ -91,7 +91,7 @@ print(nnx.tabulate(model, jnp.ones((16, 1))))
 # %%
 graphdef, params, counts = nnx.split(model, nnx.Param, ...)
 print(graphdef)
-print("params:", [("/".join(p), v.value.shape) for p, v in params.flat_state().items()])
+print("params:", [("/".join(p), v.value.shape) for p, v in params.flat_state()])
 print("rest:", counts)
 
 # %%
@@ -102,7 +102,7 @@ print("same outputs:", bool((rebuilt(x) == model(x)).all()))
 # %%
 kernels = nnx.state(model, lambda path, v: path[-1] == "kernel")
 not_params = nnx.state(model, nnx.Not(nnx.Param))
-print("kernels:", sorted("/".join(p) for p in kernels.flat_state()))
+print("kernels:", sorted("/".join(p) for p in kernels.flat_state().paths))
 print("not params:", not_params)
 
 # %% [markdown]
