@@ -306,7 +306,8 @@ class PytreeMeta(ABCMeta):
 
   def __call__(cls, *args: Any, **kwargs: Any) -> Any:
     obj = super().__call__(*args, **kwargs)
-    if cls._nnx_pytree:  # type: ignore[attr-defined]
+    # (a __new__ may return another object, e.g. the seed-era Scan/Remat decorators)
+    if cls._nnx_pytree and isinstance(obj, cls):  # type: ignore[attr-defined]
       _check_static_attributes(obj)
     return obj
 
