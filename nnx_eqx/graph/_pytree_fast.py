@@ -96,6 +96,11 @@ class Born:
     self.flags: tuple = ()
     self.neutral: GraphDef | None = None
 
+  def __reduce__(self):
+    # like a cached walk: a pickled or deep-copied root walks itself again
+    # (the record holds a weak reference, which cannot be pickled)
+    return _no_record, ()
+
   @property
   def nodes(self) -> list:
     """The graph's nodes by index (``nodes[0]`` is the root)."""
@@ -109,6 +114,10 @@ class Born:
       h._value if isinstance(h, Variable) else vars(root if h[0] is None else h[0])[h[1]]
       for h in self.holders
     ]
+
+
+def _no_record() -> None:
+  return None
 
 
 def born_of(node: Any) -> Born | None:
@@ -236,6 +245,8 @@ class Template:
     Attributes are stored with ``object.__setattr__`` rather than through each
     object's ``__dict__`` (as ``new_variable`` and the builders of ``_walk``
     do), which would allocate the dicts: such graphs are often dropped unread.
+    For the same reason a Variable without metadata gets no metadata dict: its
+    own empty one is made on first use (``Variable.__getattr__``).
     """
     trace = current_trace()
     nodes: list = [None] * self.n_nodes
@@ -243,7 +254,8 @@ class Template:
     for j, i, cls, md in self.var_ops:
       v = holders[j] = nodes[i] = _new(cls)
       _set(v, "_value", leaves[j])
-      _set(v, "_metadata", md.copy())
+      if md:  # empty metadata: a dict made on first use (``Variable.__getattr__``)
+        _set(v, "_metadata", md.copy())
       _set(v, "_trace", trace)
     for i, cls, statics, impl, meta in self.node_ops:
       if impl is None:  # a Module: no __init__, no __setattr__
