@@ -13,8 +13,8 @@ again. Here:
 * a :class:`Template`, derived once per canonical GraphDef from its definition
   tuple, rebuilds a graph in two flat passes (create every node, then fill
   in the attributes) without the ``__init__``/``__setattr__`` machinery and
-  without allocating the objects' ``__dict__`` (fewer allocations, so fewer
-  garbage collections in a training loop), and records on the new root a
+  with as few allocations as it can (so fewer garbage collections in a
+  training loop), and records on the new root a
   :class:`Born` record: where its leaves are. The next flatten of that root
   reads its leaves from there instead of walking it.
 
@@ -96,6 +96,11 @@ class Born:
     self.flags: tuple = ()
     self.neutral: GraphDef | None = None
 
+  def __reduce__(self):
+    # like a cached walk: a pickled or deep-copied root walks itself again
+    # (the record holds a weak reference, which cannot be pickled)
+    return _no_record, ()
+
   @property
   def nodes(self) -> list:
     """The graph's nodes by index (``nodes[0]`` is the root)."""
@@ -109,6 +114,10 @@ class Born:
       h._value if isinstance(h, Variable) else vars(root if h[0] is None else h[0])[h[1]]
       for h in self.holders
     ]
+
+
+def _no_record() -> None:
+  return None
 
 
 def born_of(node: Any) -> Born | None:
@@ -148,7 +157,8 @@ class Template:
     self.ok = True
     node_paths: list = [None] * gd.n_nodes
     leaf_src: list = []  # per leaf: (node index, cls, metadata) or (owner index, key)
-    self.node_ops: list = []  # (index, cls, static attrs, impl or None for Modules, metadata)
+    # (index, cls, static attrs as a dict, impl or None for Modules, metadata)
+    self.node_ops: list = []
     self.fills: list = []  # (index, impl or None for Modules, [(key, value expr)])
     module_impl = _MODULE_IMPL_HOLDER[0]
     # (definition, path, whether it is an attribute of the Module ``owner``, owner)
@@ -168,9 +178,10 @@ class Template:
         # a Module is filled attribute by attribute, unless its class has a data
         # descriptor of one of their names: then through its impl, as another node type
         is_module = impl is module_impl and _plain(cls, [k for k, _ in attrs] + _MODULE_FIELDS)
-        statics = tuple((k, sub[1].value) for k, sub in attrs if sub[0] == STATIC and is_module) + (
-          ("_nnx_in_graph", True),
-        )  # changes to the nodes then invalidate the record
+        # a new Module's __dict__ is a copy of ``statics`` (faster than setting each)
+        statics: dict[str, Any] = {"_nnx_trace": None}
+        statics.update((k, sub[1].value) for k, sub in attrs if sub[0] == STATIC and is_module)
+        statics["_nnx_in_graph"] = True  # changes to the nodes then invalidate the record
         dyn = [
           (k, ("raw", i, k) if sub[0] == LEAF else self._expr(sub))
           for k, sub in attrs
@@ -233,9 +244,13 @@ class Template:
   def build(self, leaves: list) -> tuple[Any, Born]:
     """A new graph from ``leaves`` (raw values, in walk order) and its Born record.
 
-    Attributes are stored with ``object.__setattr__`` rather than through each
-    object's ``__dict__`` (as ``new_variable`` and the builders of ``_walk``
-    do), which would allocate the dicts: such graphs are often dropped unread.
+    A Variable's attributes are stored with ``object.__setattr__`` rather than
+    through its ``__dict__`` (as ``new_variable`` and the builders of ``_walk``
+    do), which would allocate the dict: such graphs are often dropped unread.
+    For the same reason a Variable without metadata gets no metadata dict: its
+    own empty one is made on first use (``Variable.__getattr__``). A Module's
+    ``__dict__`` is a copy of its static attributes (one dict copy costs less
+    than setting each attribute), then gets its children.
     """
     trace = current_trace()
     nodes: list = [None] * self.n_nodes
@@ -243,14 +258,15 @@ class Template:
     for j, i, cls, md in self.var_ops:
       v = holders[j] = nodes[i] = _new(cls)
       _set(v, "_value", leaves[j])
-      _set(v, "_metadata", md.copy())
+      if md:  # empty metadata: a dict made on first use (``Variable.__getattr__``)
+        _set(v, "_metadata", md.copy())
       _set(v, "_trace", trace)
     for i, cls, statics, impl, meta in self.node_ops:
       if impl is None:  # a Module: no __init__, no __setattr__
         obj = nodes[i] = _new(cls)
-        _set(obj, "_nnx_trace", trace)
-        for k, v in statics:
-          _set(obj, k, v)
+        d = statics.copy()
+        d["_nnx_trace"] = trace
+        _set(obj, "__dict__", d)
       else:
         nodes[i] = impl.create(cls, meta, trace)
     values = nodes + leaves if self.raw_ops else nodes

@@ -245,6 +245,12 @@ class Variable(MetadataMethods, Generic[A]):
     return dict(self._metadata)
 
   def __getattr__(self, name: str):
+    if name == "_metadata":
+      # a Variable rebuilt without metadata (``_pytree_fast`` allocates no empty
+      # dict per Variable): its own empty dict, made on first use
+      empty: dict = {}
+      self.__dict__["_metadata"] = empty
+      return empty
     if name.startswith("__"):
       raise AttributeError(name)
     md = self.__dict__.get("_metadata")
