@@ -337,21 +337,29 @@ class _Walker:
       f = stack[-1]
       f.subs.append(d)
 
+  def register(self, obj, path: tuple) -> Any:
+    """``(REF, index)`` if ``obj`` (a Variable or graph node) was met before (the first
+    such path is kept for tree mode's error), else its new index."""
+    i = self.index.get(id(obj))
+    if i is not None:
+      if self.shared is None:
+        self.shared = (i, path)
+      return (REF, i)
+    i = len(self.nodes)
+    self.index[id(obj)] = i
+    self.nodes.append(obj)
+    self.node_paths.append(path)
+    return i
+
   def enter(self, value, owner, key, parent: _Frame | None, k) -> Any:
     """The definition of ``value`` (found under key ``k`` of ``parent``) if it has
     no children to walk, else a frame. Its path is made only where it is kept:
     static values, the most common children, need none."""
     if isinstance(value, Variable):
       path = () if parent is None else parent.path + (k,)
-      i = self.index.get(id(value))
-      if i is not None:
-        if self.shared is None:
-          self.shared = (i, path)
-        return (REF, i)
-      i = len(self.nodes)
-      self.index[id(value)] = i
-      self.nodes.append(value)
-      self.node_paths.append(path)
+      i = self.register(value, path)
+      if type(i) is tuple:
+        return i
       self.slots.append(value)
       self.paths.append(path)
       self.owners.append((owner, key))
@@ -360,15 +368,9 @@ class _Walker:
     impl = node_impl(t)
     if impl is not None:
       path = () if parent is None else parent.path + (k,)
-      i = self.index.get(id(value))
-      if i is not None:
-        if self.shared is None:
-          self.shared = (i, path)
-        return (REF, i)
-      i = len(self.nodes)
-      self.index[id(value)] = i
-      self.nodes.append(value)
-      self.node_paths.append(path)
+      i = self.register(value, path)
+      if type(i) is tuple:
+        return i
       d = getattr(value, "__dict__", None)
       if d is not None and "_nnx_trace" in d:
         d["_nnx_in_graph"] = True
