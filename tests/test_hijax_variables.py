@@ -3,6 +3,7 @@ updates that plain JAX transforms carry out to the caller."""
 
 import jax
 import jax.numpy as jnp
+import optax
 import pytest
 from hypothesis import given, settings
 
@@ -217,3 +218,34 @@ def test_hijax_round_trip_keeps_graph_values_and_sharing(g):
   back = nnx.with_vars(hi, hijax=False, allow_duplicates=True)
   assert same_graph(back, g)
   assert sharing_classes(back) == sharing_classes(g)
+
+
+def test_plain_jax_train_step_over_hijax_module_updates_params_and_stats():
+  with nnx.var_defaults(hijax=True):
+    model = nnx.Sequential(
+      nnx.Linear(2, 4, rngs=nnx.Rngs(0)),
+      nnx.BatchNorm(4, use_running_average=False, rngs=nnx.Rngs(1)),
+    )
+    optimizer = nnx.Optimizer(model, optax.sgd(0.1), wrt=nnx.Param)
+  counter = TraceCounter()
+
+  @jax.jit
+  @counter
+  def train_step(x, y):  # model and optimizer are captured, as in flax's example
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+
+    def loss_fn(params):
+      return ((nnx.merge(graphdef, params, rest)(x) - y) ** 2).mean()
+
+    loss, grads = jax.value_and_grad(loss_fn)(nnx.with_vars(params, hijax=False))
+    optimizer.update(model, grads)
+    return loss
+
+  x, y = jax.random.normal(jax.random.key(0), (8, 2)), jnp.ones((8, 4))
+  k0, mean0 = model.layers[0].kernel[...], model.layers[1].mean[...]
+  first = train_step(x, y)
+  with assert_no_retrace(counter):
+    second = train_step(x, y)
+  assert float(second) < float(first) and int(optimizer.step[...]) == 2
+  assert not bool(jnp.all(model.layers[0].kernel[...] == k0))
+  assert not bool(jnp.all(model.layers[1].mean[...] == mean0))

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import jax
 from jax._src.hijax import Box as _Box
 
 from ._variables import (
@@ -88,8 +89,15 @@ def _get(h: HijaxVariable) -> Variable:
   return h.__dict__["_value"].get()
 
 
+def _no_grad(x: Any) -> Any:
+  return jax.lax.stop_gradient(x) if isinstance(x, jax.core.Tracer) else x
+
+
 def _put(h: HijaxVariable, inner: Variable) -> None:
-  h.__dict__["_value"].set(inner)
+  # A Box's state carries no gradient (JAX cannot transpose through it), so a value
+  # computed from differentiated inputs (e.g. BatchNorm's running mean inside
+  # ``jax.grad``) is stored without its tangent, as flax's layers do for hijax.
+  h.__dict__["_value"].set(jax.tree.map(_no_grad, inner))
 
 
 def _reader(name: str):
@@ -127,7 +135,10 @@ class HijaxVariable(Variable):
   type. ``nnx.with_vars(node, hijax=False)`` gives ordinary Variables back.
   Values are read and written as usual (``v[...]``, ``v.value``, ``v += 1``,
   ``v["key"] = x`` for dict values); the held Variable is read out of the Box
-  on each access, so prefer ordinary Variables on hot eager paths.
+  on each access, so prefer ordinary Variables on hot eager paths. Values
+  written carry no gradient (they are stored under ``jax.lax.stop_gradient``);
+  to differentiate with respect to hijax Variables, pass
+  ``nnx.with_vars(state, hijax=False)`` to ``jax.grad``, as in flax.
 
   Raises:
     TraceContextError: never for updates: JAX orders them by effects, so a hijax
