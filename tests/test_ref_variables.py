@@ -84,3 +84,55 @@ def test_caller_ref_unchanged_after_an_error_inside_nnx_jit():
     bad(m)
   assert_trees_equal(m.kernel[...], before)
   assert isinstance(m.kernel.get_raw_value(), jax.Ref)
+
+
+def _ref_linear():
+  return nnx.with_vars(nnx.Linear(1, 1, rngs=nnx.Rngs(0)), ref=True)
+
+
+@pytest.mark.parametrize("flatten", [False, True])
+def test_update_context_inner_split_gives_placeholders_and_outer_merge_resolves_them(flatten):
+  m1 = _ref_linear()
+  ref0 = m1.kernel.get_raw_value()
+  with nnx.update_context("t"):
+    with nnx.split_context("t") as ctx:
+      graphdef, state = ctx.split(m1)
+    with nnx.merge_context("t", True) as ctx:
+      m2 = ctx.merge(graphdef, state)
+    m2.kernel[...] = jnp.full((1, 1), 7.0)  # through the caller's own Ref
+    new = _ref_linear()
+    with nnx.split_context("t") as ctx:
+      if flatten:
+        g_out, flat = ctx.flatten((m2, new))
+        by_path = dict(flat)
+        kernel_in, kernel_new = by_path[(0, "kernel")], by_path[(1, "kernel")]
+        s_out = flat
+      else:
+        g_out, s_out = ctx.split((m2, new))
+        kernel_in, kernel_new = s_out[0]["kernel"], s_out[1]["kernel"]
+    assert isinstance(kernel_in.get_value(), nnx.graphlib.NoUpdate)
+    assert isinstance(kernel_new.get_value(), nnx.graphlib.ArrayRefOutput)
+    assert len(jax.tree.leaves(s_out)) == 2  # NoUpdate has no leaves
+    assert isinstance(m2.kernel.get_raw_value(), jax.Ref)  # the graph itself is untouched
+    with nnx.merge_context("t", False) as ctx:
+      m3, new_out = ctx.merge(g_out, s_out) if not flatten else ctx.unflatten(g_out, s_out)
+  assert m3 is m1 and m1.kernel.get_raw_value() is ref0
+  assert_trees_equal(m1.kernel[...], jnp.full((1, 1), 7.0))
+  assert new_out is not new and isinstance(new_out.kernel.get_raw_value(), jax.Ref)
+  assert new_out.kernel.get_raw_value() is not new.kernel.get_raw_value()
+  assert_trees_equal(new_out.kernel[...], new.kernel[...])
+
+
+def test_from_tree_passes_each_nodes_prefix_to_merge_fn():
+  m = nnx.Linear(1, 1, rngs=nnx.Rngs(0))
+  seen = []
+
+  def merge_fn(ctx, path, prefix, node_states):
+    seen.append((path, prefix))
+    return ctx.merge(node_states.graphdef, *node_states.states)
+
+  m2 = nnx.Linear(1, 1, rngs=nnx.Rngs(1))
+  tree = nnx.to_tree((m, {"b": m2}), prefix=(0, None))
+  a, d = nnx.from_tree(tree, prefix=(0, None), merge_fn=merge_fn)
+  assert type(a) is type(d["b"]) is nnx.Linear and a is not m
+  assert seen == [((0,), 0), ((1, "b"), None)]

@@ -195,6 +195,7 @@ def from_tree(
   tree: Any,
   /,
   *,
+  prefix: Any = _MISSING,
   merge_fn: Callable[[MergeContext, tuple, Any, Any], Any] = default_merge_fn,
   is_inner: bool | None = None,
   ctxtag: Hashable | None = None,
@@ -203,6 +204,8 @@ def from_tree(
 
   Args:
     tree: the pure pytree.
+    prefix: a prefix of ``tree`` whose leaf for each node is passed to
+      ``merge_fn`` (as :func:`to_tree`); without it the prefix is None.
     merge_fn: ``(ctx, path, prefix, node_states) -> node``.
     is_inner: inside a transform (True) or back outside (False), for an
       enclosing ``update_context``.
@@ -221,16 +224,28 @@ def from_tree(
     >>> a is b and a is not m
     True
   """
+
+  def is_states(x: Any) -> bool:
+    return isinstance(x, NodeStates)
+
   with merge_context(ctxtag, is_inner) as ctx:
 
-    def rebuild(jax_path: tuple, x: Any) -> Any:
+    def rebuild(pfx: Any, jax_path: tuple, x: Any) -> Any:
       if isinstance(x, NodeStates):
-        return merge_fn(ctx, _keys(jax_path), None, x)
+        return merge_fn(ctx, _keys(jax_path), pfx, x)
       return x
 
-    return jax.tree_util.tree_map_with_path(
-      rebuild, tree, is_leaf=lambda x: isinstance(x, NodeStates)
-    )
+    if prefix is _MISSING:
+      return jax.tree_util.tree_map_with_path(
+        lambda p, x: rebuild(None, p, x), tree, is_leaf=is_states
+      )
+
+    def per_prefix(jax_path: tuple, pfx: Any, subtree: Any) -> Any:
+      return jax.tree_util.tree_map_with_path(
+        lambda p, x: rebuild(pfx, jax_path + p, x), subtree, is_leaf=is_states
+      )
+
+    return jax.tree_util.tree_map_with_path(per_prefix, prefix, tree, is_leaf=lambda x: x is None)
 
 
 def clear_non_graph_nodes(tree: Any) -> Any:
