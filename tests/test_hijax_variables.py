@@ -249,3 +249,11 @@ def test_plain_jax_train_step_over_hijax_module_updates_params_and_stats():
   assert float(second) < float(first) and int(optimizer.step[...]) == 2
   assert not bool(jnp.all(model.layers[0].kernel[...] == k0))
   assert not bool(jnp.all(model.layers[1].mean[...] == mean0))
+
+
+def test_reprs_show_the_held_variable():
+  with nnx.var_defaults(hijax=True):
+    m = nnx.Linear(1, 1, use_bias=False, rngs=nnx.Rngs(0))
+  text = repr(m)
+  assert "kernel=Param(value=Array(" in text and "hijax=True)" in text
+  assert "Box" not in text and "Box" not in repr(nnx.state(m))
