@@ -211,13 +211,7 @@ def state_repr(s, indent: str = "") -> str:
         lines.append(f"{inner}{k!r}: ")
         stack.append((iter(v.items()), inner, []))
         break
-      r = (
-        "State({})"
-        if isinstance(v, State)
-        else repr(v)
-        if isinstance(v, Variable)
-        else _leaf(v)
-      )
+      r = "State({})" if isinstance(v, State) else repr(v) if isinstance(v, Variable) else _leaf(v)
       lines.append(f"{inner}{k!r}: {r}")
     else:
       stack.pop()
