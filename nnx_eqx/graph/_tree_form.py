@@ -129,6 +129,22 @@ def _keys(jax_path: tuple) -> tuple:
   return tuple(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k))) for k in jax_path)
 
 
+def _map_with_prefix(
+  fn: Callable[[Any, tuple, Any], Any], prefix: Any, tree: Any, is_leaf: Callable[[Any], bool]
+) -> Any:
+  """``tree`` with each leaf ``x`` (per ``is_leaf``) replaced by ``fn(pfx, jax_path, x)``,
+  where ``pfx`` is the leaf of ``prefix`` (a prefix of ``tree``) above it, or None."""
+  if prefix is _MISSING:
+    return jax.tree_util.tree_map_with_path(lambda p, x: fn(None, p, x), tree, is_leaf=is_leaf)
+
+  def per_prefix(jax_path: tuple, pfx: Any, subtree: Any) -> Any:
+    return jax.tree_util.tree_map_with_path(
+      lambda p, x: fn(pfx, jax_path + p, x), subtree, is_leaf=is_leaf
+    )
+
+  return jax.tree_util.tree_map_with_path(per_prefix, prefix, tree, is_leaf=lambda x: x is None)
+
+
 def to_tree(
   tree: Any,
   /,
@@ -178,17 +194,7 @@ def to_tree(
         return split_fn(ctx, path, pfx, x)
       return split_fn(ctx, path, pfx, x) if map_non_graph_nodes else x
 
-    if prefix is _MISSING:
-      return jax.tree_util.tree_map_with_path(
-        lambda p, x: convert(None, p, x), tree, is_leaf=is_node
-      )
-
-    def per_prefix(jax_path: tuple, pfx: Any, subtree: Any) -> Any:
-      return jax.tree_util.tree_map_with_path(
-        lambda p, x: convert(pfx, jax_path + p, x), subtree, is_leaf=is_node
-      )
-
-    return jax.tree_util.tree_map_with_path(per_prefix, prefix, tree, is_leaf=lambda x: x is None)
+    return _map_with_prefix(convert, prefix, tree, is_node)
 
 
 def from_tree(
@@ -235,17 +241,7 @@ def from_tree(
         return merge_fn(ctx, _keys(jax_path), pfx, x)
       return x
 
-    if prefix is _MISSING:
-      return jax.tree_util.tree_map_with_path(
-        lambda p, x: rebuild(None, p, x), tree, is_leaf=is_states
-      )
-
-    def per_prefix(jax_path: tuple, pfx: Any, subtree: Any) -> Any:
-      return jax.tree_util.tree_map_with_path(
-        lambda p, x: rebuild(pfx, jax_path + p, x), subtree, is_leaf=is_states
-      )
-
-    return jax.tree_util.tree_map_with_path(per_prefix, prefix, tree, is_leaf=lambda x: x is None)
+    return _map_with_prefix(rebuild, prefix, tree, is_states)
 
 
 def clear_non_graph_nodes(tree: Any) -> Any:
