@@ -257,3 +257,10 @@ def test_reprs_show_the_held_variable():
   text = repr(m)
   assert "kernel=Param(value=Array(" in text and "hijax=True)" in text
   assert "Box" not in text and "Box" not in repr(nnx.state(m))
+
+
+def test_eval_shape_gives_an_abstract_model_of_ordinary_variables():
+  with nnx.var_defaults(hijax=True):
+    abstract = nnx.eval_shape(lambda: nnx.Linear(1, 2, rngs=nnx.Rngs(0)))
+  assert type(abstract.kernel) is nnx.Param and not abstract.kernel.hijax
+  assert abstract.kernel.get_value() == jax.ShapeDtypeStruct((1, 2), jnp.float32)

@@ -85,6 +85,11 @@ def to_lojax(variable: Variable) -> Variable:
   return variable
 
 
+def holds_hijax(tree: Any) -> bool:
+  """Whether ``tree`` (any pytree, Modules included) holds a hijax Variable."""
+  return any(isinstance(x, _Box) for x in jax.tree.leaves(tree))
+
+
 def _get(h: HijaxVariable) -> Variable:
   return h.__dict__["_value"].get()
 
