@@ -264,3 +264,15 @@ def test_eval_shape_gives_an_abstract_model_of_ordinary_variables():
     abstract = nnx.eval_shape(lambda: nnx.Linear(1, 2, rngs=nnx.Rngs(0)))
   assert type(abstract.kernel) is nnx.Param and not abstract.kernel.hijax
   assert abstract.kernel.get_value() == jax.ShapeDtypeStruct((1, 2), jnp.float32)
+
+
+def test_nnx_grad_over_hijax_variables_names_the_path_and_the_fix():
+  with nnx.var_defaults(hijax=True):
+    m = nnx.Linear(1, 1, rngs=nnx.Rngs(0))
+  kernel_before = m.kernel[...]
+  with pytest.raises(nnx.HijaxGradientError, match=r"0/bias is a hijax Variable.*hijax=False"):
+    nnx.grad(lambda m: m(jnp.ones((1, 1))).sum())(m)
+  assert_trees_equal(m.kernel[...], kernel_before)
+  low = nnx.with_vars(m, hijax=False)
+  grads = nnx.grad(lambda m: m(jnp.ones((1, 1))).sum())(low)
+  assert_trees_equal(grads["kernel"].value, jnp.ones((1, 1)))
