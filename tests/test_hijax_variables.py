@@ -1,6 +1,9 @@
 """Hijax Variables (flax.nnx 0.12's ``hijax=True``): construction, metadata, and
 updates that plain JAX transforms carry out to the caller."""
 
+import copy
+import pickle
+
 import jax
 import jax.numpy as jnp
 import optax
@@ -276,3 +279,15 @@ def test_nnx_grad_over_hijax_variables_names_the_path_and_the_fix():
   low = nnx.with_vars(m, hijax=False)
   grads = nnx.grad(lambda m: m(jnp.ones((1, 1))).sum())(low)
   assert_trees_equal(grads["kernel"].value, jnp.ones((1, 1)))
+
+
+def test_pickle_and_copy_keep_each_variables_kind():
+  low = nnx.Param(jnp.ones(2), tag="a")
+  hi = nnx.Param(jnp.ones(2), tag="a", hijax=True)
+  with nnx.var_defaults(hijax=True):  # the default does not apply to rebuilt objects
+    low2, hi2 = pickle.loads(pickle.dumps((low, hi)))
+    low3, hi3 = copy.copy(low), copy.deepcopy(hi)
+  assert type(low2) is type(low3) is nnx.Param and low2.tag == "a"
+  assert type(hi2) is type(hi3) is HijaxVariable and hi2.tag == "a"
+  hi3[...] = jnp.zeros(2)  # its own Box
+  assert_trees_equal(hi[...], jnp.ones(2))

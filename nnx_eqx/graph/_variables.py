@@ -151,8 +151,8 @@ class Variable(MetadataMethods, Generic[A]):
 
   def __new__(cls, *args: Any, **metadata: Any):
     hijax = metadata.get("hijax")
-    if not (hijax if hijax is not None else _DEFAULTS["hijax"]):
-      return object.__new__(cls)
+    if not args or not (hijax if hijax is not None else _DEFAULTS["hijax"]):
+      return object.__new__(cls)  # (no args: unpickling or copying builds the object)
     # a hijax Variable: an ordinary one, built as usual, held by a HijaxVariable
     # (whose ``__init__`` then does nothing)
     low = object.__new__(cls)
@@ -164,7 +164,7 @@ class Variable(MetadataMethods, Generic[A]):
       metadata = {**value.metadata, **metadata}
       value = value.value
     if isinstance(value, Variable):
-      value = value._value
+      value = value.get_raw_value()  # (a hijax Variable's raw value is read from its Box)
     metadata.pop("hijax", None)
     ref = metadata.pop("ref", None)
     eager = metadata.pop("eager_sharding", None)
@@ -256,10 +256,7 @@ class Variable(MetadataMethods, Generic[A]):
 
   def __setitem__(self, idx, new):
     value = _read(self.get_raw_value())
-    if idx is Ellipsis and (
-      not hasattr(value, "at")
-      or (isinstance(new, jax.Array) and new.shape == value.shape and new.dtype == value.dtype)
-    ):
+    if idx is Ellipsis and not hasattr(value, "at"):
       self.set_value(new)
     elif isinstance(value, (dict, list)):
       value = type(value)(value)
