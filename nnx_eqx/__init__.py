@@ -185,6 +185,7 @@ from .transforms import SplitBackups as SplitBackups
 from .transforms import StateAxes as StateAxes
 from .transforms import restore_rngs as restore_rngs
 from .transforms import BoundMethodError as BoundMethodError
+from .transforms import HijaxGradientError as HijaxGradientError
 from .transforms import TangentStructureError as TangentStructureError
 from .transforms._graph_keywords import jvp as jvp
 from .transforms._graph_keywords import vjp as vjp

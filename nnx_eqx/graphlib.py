@@ -43,6 +43,9 @@ from .graph._nodedefs import NodeDef as NodeDef
 from .graph._nodedefs import NodeRef as NodeRef
 from .graph._nodedefs import TreeNodeDef as TreeNodeDef
 from .graph._nodedefs import VariableDef as VariableDef
+from .graph._ref_placeholders import NO_UPDATE as NO_UPDATE
+from .graph._ref_placeholders import ArrayRefOutput as ArrayRefOutput
+from .graph._ref_placeholders import NoUpdate as NoUpdate
 from .graph._variables import as_pure as as_pure
 from .module import iter_children as iter_children
 from .module import iter_module_children as iter_module_children

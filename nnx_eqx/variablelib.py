@@ -1,5 +1,8 @@
 """Public Variable namespace (flax's ``nnx.variablelib``): Variable types and defaults."""
 
+from .graph._hijax import HijaxVariable as HijaxVariable
+from .graph._hijax import to_hijax as to_hijax
+from .graph._hijax import to_lojax as to_lojax
 from .graph._var_defaults import VarDefaults as VarDefaults
 from .graph._var_defaults import var_defaults as var_defaults
 from .graph._variable_names import VariableTypeCache as VariableTypeCache
@@ -21,19 +24,3 @@ from .spmd import using_eager_sharding as using_eager_sharding
 
 VariableState = Variable
 """flax 0.12 keeps ``VariableState`` as an alias of ``Variable``."""
-
-
-class HijaxVariable(Variable):
-  """The type flax 0.12 gives hijax Variables. nnx_eqx never creates hijax
-  Variables (``hijax=True`` is accepted and ignored), so no Variable is an
-  instance of this class; it exists so that ``isinstance`` checks written
-  against flax run and answer correctly.
-
-  Raises:
-    TypeError: never raised by the class itself.
-
-  Example:
-    >>> import nnx_eqx as nnx
-    >>> isinstance(nnx.Variable(1.0, hijax=True), nnx.variablelib.HijaxVariable)
-    False
-  """

@@ -58,7 +58,8 @@ def test_use_eager_sharding_switches_it_off_for_a_block_and_restores():
     off = nnx.Param(jnp.ones((4, 8)), out_sharding=(None, "model"), eager_sharding=False)
   assert nnx.using_eager_sharding()
   assert _spec(w) == P() and _spec(off) == P() and _spec(on) == P(None, "model")
-  assert "eager_sharding" not in off.metadata
+  assert "eager_sharding" not in on.metadata  # the default is reported, not stored
+  assert off.get_metadata("eager_sharding") is False and on.get_metadata("eager_sharding") is True
 
 
 def test_use_eager_sharding_as_a_decorator_and_its_errors():

@@ -111,13 +111,17 @@ def test_merge_rejects_mixed_or_mismatched_graph_states():
     nnx.merge(gs, nnx.unpack(nnx.BatchNorm(2, rngs=nnx.Rngs(0))))
 
 
+_DEFAULT_MD = {"hijax": False, "ref": False, "eager_sharding": True}
+"""What get_metadata() reports besides the given metadata (as flax.nnx 0.12)."""
+
+
 def test_variable_metadata_accessors():
   p = nnx.Param(jnp.ones(2), tag="a")
-  assert p.get_metadata("tag") == "a" and p.get_metadata() == {"tag": "a"}
+  assert p.get_metadata("tag") == "a" and p.get_metadata() == {"tag": "a", **_DEFAULT_MD}
   with pytest.raises(KeyError, match="no metadata 'x'"):
     p.get_metadata("x")
   p.set_metadata({"sharding": ("d",)})
-  assert p.get_metadata() == {"sharding": ("d",)}
+  assert p.get_metadata() == {"sharding": ("d",), **_DEFAULT_MD}
   with pytest.raises(TypeError, match="not a mix"):
     p.set_metadata("a", b=1)
   p.set_raw_value(jnp.zeros(2))

@@ -125,26 +125,29 @@ class _Tagged(nnx.Module):
     self.tagged = nnx.Param(jnp.ones(2), tag="t")
 
 
+_DEFAULT_MD = {"hijax": False, "ref": False, "eager_sharding": True}
+
+
 def test_rebuilt_variables_metadata_is_their_own():
   m = _Tagged()
   r1, r2 = jax.tree.map(lambda x: x, m), jax.tree.map(lambda x: x, m)
-  assert r1.plain.get_metadata() == {} and r1.plain.metadata == {}
-  assert r1.tagged.get_metadata() == {"tag": "t"}
+  assert r1.plain.get_metadata() == _DEFAULT_MD and r1.plain.metadata == {}
+  assert r1.tagged.get_metadata() == {"tag": "t", **_DEFAULT_MD}
   with pytest.raises(AttributeError, match="tag"):
     _ = r1.plain.tag
   r1.plain.tag = "a"  # attribute assignment
   r1.tagged.set_metadata("tag", "b")
   r2.plain.set_metadata(other=1)
-  assert r1.plain.get_metadata() == {"tag": "a"} and r1.tagged.tag == "b"
-  assert r2.plain.get_metadata() == {"other": 1} and r2.tagged.tag == "t"
-  assert m.plain.get_metadata() == {} and m.tagged.tag == "t"
+  assert r1.plain.metadata == {"tag": "a"} and r1.tagged.tag == "b"
+  assert r2.plain.metadata == {"other": 1} and r2.tagged.tag == "t"
+  assert m.plain.metadata == {} and m.tagged.tag == "t"
   r3 = jax.tree.map(lambda x: x, m)  # the next rebuild starts from the GraphDef's metadata
-  assert r3.plain.get_metadata() == {} and r3.tagged.tag == "t"
+  assert r3.plain.metadata == {} and r3.tagged.tag == "t"
   c = r3.plain.copy()
   c.tag = "c"
-  assert r3.plain.get_metadata() == {} and c.tag == "c"
+  assert r3.plain.metadata == {} and c.tag == "c"
   for back in (pickle.loads(pickle.dumps(r3)), copy.deepcopy(r3)):
-    assert back.plain.get_metadata() == {} and back.tagged.tag == "t"
+    assert back.plain.metadata == {} and back.tagged.tag == "t"
     assert same_graph(back, m)
     _check_flatten_is_fresh(back)
 

@@ -64,7 +64,7 @@ def test_ref_mode_variables_read_and_write_through_the_ref():
   assert v.get_raw_value() is ref and int(v.value) == 2
   assert not v.copy(ref=False).ref and v.copy().get_raw_value() is not ref
   assert not v.hijax
-  assert not isinstance(nnx.Variable(1.0, hijax=True), nnx.variablelib.HijaxVariable)
+  assert isinstance(nnx.Variable(1.0, hijax=True), nnx.variablelib.HijaxVariable)
   with nnx.var_defaults(ref=True):
     assert nnx.Variable(jnp.ones(1)).ref
   assert not nnx.Variable(jnp.ones(1)).ref

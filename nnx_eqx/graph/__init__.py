@@ -5,6 +5,7 @@ Nothing here imports the rest of the package. Modules (``nnx_eqx.module``) and
 everything above them build on these names.
 """
 
+from . import _hijax as _hijax  # installs hijax Variables (Variable(..., hijax=True))
 from . import _repr as _repr  # installs the reprs of Variable, State and GraphDef
 from ._errors import FilterError as FilterError
 from ._errors import GraphStructureError as GraphStructureError

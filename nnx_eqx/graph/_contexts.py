@@ -26,7 +26,9 @@ from ._filters import Filter
 from ._graph import leaves_of, states_of
 from ._graphdef import GraphDef
 from ._graphlib import FlatState, RefMap, walk_in_context
+from ._ref_placeholders import outer_ref_ids, resolve_placeholders, to_placeholders
 from ._tracing import current_trace
+from ._variables import Variable
 from ._walk import WalkSeed, unflatten
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -114,9 +116,18 @@ class SplitContext:
       gd = gd.with_outer(tuple(inner.get(obj) for obj in self._seed.nodes))
     return w, gd
 
+  def _outputs(self, tree: Any) -> Any:
+    """In an inner split, ref-mode Variables hold update placeholders (as flax)."""
+    upd = self._update
+    if upd is None or upd.inner_to_outer is None or upd.outer_nodes is None:
+      return tree
+    return to_placeholders(tree, outer_ref_ids(upd.outer_nodes))
+
   def split(self, node: Any, *filters: Filter) -> tuple:
     """Like ``nnx.split``; objects met by earlier splits of this context are
-    references in the GraphDef and absent from the States.
+    references in the GraphDef and absent from the States. In the inner split
+    of an ``update_context``, ref-mode Variables hold ``graphlib.NoUpdate``
+    (their Ref came from outside) or ``graphlib.ArrayRefOutput`` (made inside).
 
     Raises:
       FilterError: if the filters do not cover every leaf.
@@ -125,12 +136,12 @@ class SplitContext:
     buckets = (
       [range(len(w.slots))] if not filters else w.partition_indices(filters, exhaustive=True)
     )
-    return (gd, *states_of(w, buckets, current_trace()))
+    return (gd, *self._outputs(states_of(w, buckets, current_trace())))
 
   def flatten(self, node: Any, *, with_paths: bool = True) -> tuple:
     """Like ``nnx.graphlib.flatten`` within this context."""
     w, gd = self._walk(node)
-    leaves = w.leaf_objects()
+    leaves = self._outputs(w.leaf_objects())
     return gd, FlatState(zip(w.paths, leaves)) if with_paths else leaves
 
 
@@ -161,7 +172,12 @@ class MergeContext:
       outer = upd.outer_nodes
       if graphdef.outer is not None:
         reuse = {i: outer[o] for i, o in enumerate(graphdef.outer) if o is not None}
-    return unflatten(graphdef, leaves, reuse=reuse, table=self._table)
+    if not reuse:
+      return unflatten(graphdef, leaves, reuse=reuse, table=self._table)
+    saved = {id(v): v._value for v in reuse.values() if isinstance(v, Variable)}
+    out = unflatten(graphdef, leaves, reuse=reuse, table=self._table)
+    resolve_placeholders(self._table, saved)
+    return out
 
 
 @contextlib.contextmanager

@@ -177,7 +177,7 @@ def _value_repr(v: Any, indent: str, seen: dict, depth: int, path: tuple, max_de
     if id(v) in seen:
       return f"{type(v).__name__}(...)  # shared with {_path_str(seen[id(v)])}"
     seen[id(v)] = path
-    return variable_repr(v)
+    return repr(v)
   if isinstance(v, (list, tuple, dict)) and _has_nodes(v):
     inner = indent + "  "
     if isinstance(v, dict):
@@ -211,13 +211,7 @@ def state_repr(s, indent: str = "") -> str:
         lines.append(f"{inner}{k!r}: ")
         stack.append((iter(v.items()), inner, []))
         break
-      r = (
-        "State({})"
-        if isinstance(v, State)
-        else variable_repr(v)
-        if isinstance(v, Variable)
-        else _leaf(v)
-      )
+      r = "State({})" if isinstance(v, State) else repr(v) if isinstance(v, Variable) else _leaf(v)
       lines.append(f"{inner}{k!r}: {r}")
     else:
       stack.pop()

@@ -129,6 +129,22 @@ def _keys(jax_path: tuple) -> tuple:
   return tuple(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k))) for k in jax_path)
 
 
+def _map_with_prefix(
+  fn: Callable[[Any, tuple, Any], Any], prefix: Any, tree: Any, is_leaf: Callable[[Any], bool]
+) -> Any:
+  """``tree`` with each leaf ``x`` (per ``is_leaf``) replaced by ``fn(pfx, jax_path, x)``,
+  where ``pfx`` is the leaf of ``prefix`` (a prefix of ``tree``) above it, or None."""
+  if prefix is _MISSING:
+    return jax.tree_util.tree_map_with_path(lambda p, x: fn(None, p, x), tree, is_leaf=is_leaf)
+
+  def per_prefix(jax_path: tuple, pfx: Any, subtree: Any) -> Any:
+    return jax.tree_util.tree_map_with_path(
+      lambda p, x: fn(pfx, jax_path + p, x), subtree, is_leaf=is_leaf
+    )
+
+  return jax.tree_util.tree_map_with_path(per_prefix, prefix, tree, is_leaf=lambda x: x is None)
+
+
 def to_tree(
   tree: Any,
   /,
@@ -178,23 +194,14 @@ def to_tree(
         return split_fn(ctx, path, pfx, x)
       return split_fn(ctx, path, pfx, x) if map_non_graph_nodes else x
 
-    if prefix is _MISSING:
-      return jax.tree_util.tree_map_with_path(
-        lambda p, x: convert(None, p, x), tree, is_leaf=is_node
-      )
-
-    def per_prefix(jax_path: tuple, pfx: Any, subtree: Any) -> Any:
-      return jax.tree_util.tree_map_with_path(
-        lambda p, x: convert(pfx, jax_path + p, x), subtree, is_leaf=is_node
-      )
-
-    return jax.tree_util.tree_map_with_path(per_prefix, prefix, tree, is_leaf=lambda x: x is None)
+    return _map_with_prefix(convert, prefix, tree, is_node)
 
 
 def from_tree(
   tree: Any,
   /,
   *,
+  prefix: Any = _MISSING,
   merge_fn: Callable[[MergeContext, tuple, Any, Any], Any] = default_merge_fn,
   is_inner: bool | None = None,
   ctxtag: Hashable | None = None,
@@ -203,6 +210,8 @@ def from_tree(
 
   Args:
     tree: the pure pytree.
+    prefix: a prefix of ``tree`` whose leaf for each node is passed to
+      ``merge_fn`` (as :func:`to_tree`); without it the prefix is None.
     merge_fn: ``(ctx, path, prefix, node_states) -> node``.
     is_inner: inside a transform (True) or back outside (False), for an
       enclosing ``update_context``.
@@ -221,16 +230,18 @@ def from_tree(
     >>> a is b and a is not m
     True
   """
+
+  def is_states(x: Any) -> bool:
+    return isinstance(x, NodeStates)
+
   with merge_context(ctxtag, is_inner) as ctx:
 
-    def rebuild(jax_path: tuple, x: Any) -> Any:
+    def rebuild(pfx: Any, jax_path: tuple, x: Any) -> Any:
       if isinstance(x, NodeStates):
-        return merge_fn(ctx, _keys(jax_path), None, x)
+        return merge_fn(ctx, _keys(jax_path), pfx, x)
       return x
 
-    return jax.tree_util.tree_map_with_path(
-      rebuild, tree, is_leaf=lambda x: isinstance(x, NodeStates)
-    )
+    return _map_with_prefix(rebuild, prefix, tree, is_states)
 
 
 def clear_non_graph_nodes(tree: Any) -> Any:

@@ -1,9 +1,8 @@
 """``var_defaults``: defaults for the ``hijax``/``ref`` options of new Variables.
 
-flax.nnx 0.12 can back Variables by mutable array references (``hijax``/``ref``).
-The ``ref`` default applies to new nnx_eqx Variables (their value is stored in
-a ``jax.Ref``); ``hijax`` is recorded (so code that sets it runs) and reported
-by ``var_defaults()``, but nnx_eqx Variables are never hijax types.
+As flax.nnx 0.12: with ``ref`` on, new Variables store their value in a
+``jax.Ref``; with ``hijax`` on, they are hijax Variables (``nnx_eqx.graph._hijax``),
+whose updates inside plain JAX transforms reach the caller.
 """
 
 from __future__ import annotations

@@ -100,6 +100,9 @@ def _unwrap(x):
   return _read(x._value) if isinstance(x, Variable) else x
 
 
+TO_HIJAX: list = [None]
+"""``[(variable) -> HijaxVariable]``: installed by ``_hijax``, which builds on this module."""
+
 SHARD_ON_CREATE: list = [None]
 """``[(value, metadata) -> value]``: places a new Variable's value per its sharding
 metadata (eager sharding); installed by ``nnx_eqx.spmd``, which this layer cannot import."""
@@ -123,8 +126,11 @@ class Variable(MetadataMethods, Generic[A]):
       value is placed accordingly on creation, unless ``eager_sharding=False``
       or ``nnx.use_eager_sharding(False)`` (as flax.nnx 0.12). ``ref=True``
       (default: ``nnx.var_defaults().ref``) stores the value in a ``jax.Ref``
-      (reads give arrays, writes update the ref in place); ``hijax`` is
-      accepted for flax compatibility and ignored (never hijax here).
+      (reads give arrays, writes update the ref in place); ``hijax=True``
+      (default: ``nnx.var_defaults().hijax``) makes a hijax Variable, whose
+      updates inside plain ``jax.jit``/``jax.grad``/``jax.lax.scan`` reach the
+      caller (see ``nnx.variablelib.HijaxVariable``). ``get_metadata()`` reports
+      ``hijax``, ``ref`` and ``eager_sharding`` besides the given metadata.
 
   Raises:
     TraceContextError: when ``value`` is set from a JAX trace other than the one
@@ -143,15 +149,27 @@ class Variable(MetadataMethods, Generic[A]):
 
   __hash__ = object.__hash__  # identity: Variables are graph nodes.
 
+  def __new__(cls, *args: Any, **metadata: Any):
+    hijax = metadata.get("hijax")
+    if not args or not (hijax if hijax is not None else _DEFAULTS["hijax"]):
+      return object.__new__(cls)  # (no args: unpickling or copying builds the object)
+    # a hijax Variable: an ordinary one, built as usual, held by a HijaxVariable
+    # (whose ``__init__`` then does nothing)
+    low = object.__new__(cls)
+    cls.__init__(low, *args, **{**metadata, "hijax": False})
+    return TO_HIJAX[0](low)
+
   def __init__(self, value: A, **metadata: Any):
     if isinstance(value, VariableMetadata):
       metadata = {**value.metadata, **metadata}
       value = value.value
     if isinstance(value, Variable):
-      value = value._value
+      value = value.get_raw_value()  # (a hijax Variable's raw value is read from its Box)
     metadata.pop("hijax", None)
     ref = metadata.pop("ref", None)
     eager = metadata.pop("eager_sharding", None)
+    if eager is False:
+      metadata["eager_sharding"] = False  # reported by get_metadata (True is the default)
     if ("sharding" in metadata or "out_sharding" in metadata) and (
       eager if eager is not None else _EAGER["eager_sharding"]
     ):
@@ -188,7 +206,7 @@ class Variable(MetadataMethods, Generic[A]):
 
   @property
   def hijax(self) -> bool:
-    """Always False: nnx_eqx Variables are never hijax types (flax compatibility)."""
+    """False: an ordinary Variable (``HijaxVariable`` answers True)."""
     return False
 
   @classmethod
@@ -223,6 +241,15 @@ class Variable(MetadataMethods, Generic[A]):
   def __getitem__(self, idx):
     return self.get_value()[idx]  # type: ignore[index]
 
+  def __delitem__(self, idx) -> None:
+    value = self.get_value()
+    value = type(value)(value)  # type: ignore[call-arg]
+    del value[idx]  # type: ignore[attr-defined]
+    self.set_value(value)
+
+  def __contains__(self, item) -> bool:
+    return item in self.get_value()  # type: ignore[operator]
+
   def __call__(self, *args: Any, **kwargs: Any) -> Any:
     """Calls the value (a Variable holding a callable proxies calls, as flax.nnx)."""
     return self.get_value()(*args, **kwargs)  # type: ignore[operator]
@@ -231,6 +258,10 @@ class Variable(MetadataMethods, Generic[A]):
     value = _read(self.get_raw_value())
     if idx is Ellipsis and not hasattr(value, "at"):
       self.set_value(new)
+    elif isinstance(value, (dict, list)):
+      value = type(value)(value)
+      value[idx] = _unwrap(new)
+      self.set_value(value)  # type: ignore[arg-type]
     elif isinstance(value, jax.Array) or hasattr(value, "at"):
       self.set_value(value.at[idx].set(_unwrap(new)))  # type: ignore[union-attr]
     else:
@@ -322,20 +353,21 @@ class Variable(MetadataMethods, Generic[A]):
     Args:
       ref: ``True`` stores the copy's value in a new ``jax.Ref``, ``False`` in a
         plain array; ``None`` keeps the mode (a ref-mode copy gets its own ref).
-      hijax: accepted for flax compatibility and ignored.
+      hijax: ``True`` makes the copy a hijax Variable (see
+        ``nnx.variablelib.HijaxVariable``); ``None``/``False`` keep it ordinary.
 
     Example:
       >>> import jax.numpy as jnp, nnx_eqx as nnx
       >>> v = nnx.Param(jnp.ones(2))
-      >>> v.copy(ref=True).ref, v.copy().ref
-      (True, False)
+      >>> v.copy(ref=True).ref, v.copy().ref, v.copy(hijax=True).hijax
+      (True, False, True)
     """
-    del hijax
     value = self._value
     if ref is None:
       ref = isinstance(value, _Ref)
     value = jax.new_ref(_read(value)) if ref else _read(value)
-    return new_variable(type(self), value, dict(self._metadata), current_trace())
+    new = new_variable(type(self), value, dict(self._metadata), current_trace())
+    return TO_HIJAX[0](new) if hijax else new
 
   @property
   def type(self) -> type:
@@ -409,7 +441,7 @@ def _inplace(op):
   return method
 
 
-for _name, _op in {
+_BINARY_OPS: dict[str, Callable[[Any, Any], Any]] = {
   "add": operator.add,
   "sub": operator.sub,
   "mul": operator.mul,
@@ -423,19 +455,21 @@ for _name, _op in {
   "xor": operator.xor,
   "lshift": operator.lshift,
   "rshift": operator.rshift,
-}.items():
+}
+for _name, _op in _BINARY_OPS.items():
   setattr(Variable, f"__{_name}__", _binary(_op))
   setattr(Variable, f"__r{_name}__", _binary(_op, reflected=True))
   setattr(Variable, f"__i{_name}__", _inplace(_op))
 
-for _name, _op in {
+_COMPARISONS: dict[str, Callable[[Any, Any], Any]] = {
   "lt": operator.lt,
   "le": operator.le,
   "gt": operator.gt,
   "ge": operator.ge,
   "eq": operator.eq,
   "ne": operator.ne,
-}.items():
+}
+for _name, _op in _COMPARISONS.items():
   setattr(Variable, f"__{_name}__", _binary(_op))
 
 

@@ -20,6 +20,7 @@ from . import _node_types, _version
 from ._errors import GraphStructureError
 from ._filters import to_predicate
 from ._graphdef import GraphDef, StaticValue, _metadata_from_def, _var_metadata_def
+from ._hijax import HijaxVariable
 from ._node_types import LEAF, MAP, NODE, REF, SEQ, STATIC, VAR, node_impl
 from ._state import State, check_catch_all_last, non_exhaustive_error
 from ._tracing import current_trace
@@ -654,13 +655,17 @@ def _compile_var(defn):
 
   def var_builder(nxt, nodes, trace, reuse):
     leaf = nxt()
+    c = cls
     if isinstance(leaf, Variable):
       value, md = leaf._value, leaf._metadata.copy()
+      if type(leaf) is not cls and HijaxVariable in (cls, type(leaf)):
+        c = type(leaf)  # a hijax/ordinary state leaf keeps its kind (as flax.nnx)
+        reuse = None
     else:
       value, md = leaf, md0.copy()
     v = reuse.get(i) if reuse else None
     if v is None:
-      v = new_variable(cls, value, md, trace)
+      v = new_variable(c, value, md, trace)
     else:
       vd = v.__dict__
       vd["_value"], vd["_metadata"] = value, md

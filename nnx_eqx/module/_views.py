@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from ..graph._errors import GraphStructureError, UnknownAttributeError
 from ..graph._filters import Filter, to_predicate
 from ..graph._graph import is_node
+from ..graph._state import State
 from ..graph._variables import Variable
 from ._pytree import Pytree
 
@@ -62,6 +63,8 @@ def _copy_graph(node: Any, visit, memo: dict[int, Any], var=None) -> Any:
       return type(x)(rec(v, path + (i,)) for i, v in enumerate(x))
     if type(x) is dict:
       return {k: rec(v, path + (k,)) for k, v in x.items()}
+    if isinstance(x, State):
+      return type(x)._from_dict({k: rec(v, path + (k,)) for k, v in x.items()})
     return x
 
   return rec(node, ())
@@ -304,13 +307,15 @@ def with_vars(
   """A copy of ``node`` whose selected Variables are copies in another storage mode.
 
   ``ref=True`` stores each selected Variable's value in a ``jax.Ref`` (ref
-  mode), ``ref=False`` in a plain array. Modules and Pytrees are copied; other
-  Variables are shared with the original.
+  mode), ``ref=False`` in a plain array; ``hijax=True`` makes them hijax
+  Variables (see ``nnx.variablelib.HijaxVariable``), ``hijax=False`` ordinary
+  ones. Modules and Pytrees are copied; Variables already in the asked modes
+  (and unselected ones) are shared with the original.
 
   Args:
     node: a Module, Pytree, Variable, or list/tuple/dict of them.
     ref: the storage mode to switch the selected Variables to.
-    hijax: accepted for flax compatibility (Variables are never hijax here).
+    hijax: whether the selected Variables become hijax Variables.
     mutable: accepted for flax compatibility.
     only: a filter selecting the Variables to convert (default: all).
     allow_duplicates: allow a selected Variable to be reachable from several
@@ -330,14 +335,16 @@ def with_vars(
     >>> r.kernel.ref, m.kernel.ref, r.kernel.shape
     (True, False, (1, 1))
   """
-  del hijax, mutable
+  del mutable
   pred = to_predicate(only)
   seen: dict[int, tuple] = {}
 
   def convert(path: tuple, v: Variable) -> Variable:
-    if ref is None or v.ref == ref or not pred(path, v):
+    ref_ok = ref is None or v.ref == ref
+    hijax_ok = hijax is None or v.hijax == hijax
+    if (ref_ok and hijax_ok) or not pred(path, v):
       return v
-    return v.copy(ref=ref)
+    return v.copy(ref=ref, hijax=v.hijax if hijax is None else hijax)
 
   def var(path: tuple, v: Variable) -> Variable:
     return convert(path, v)
@@ -379,7 +386,7 @@ def _walk_vars(node: Any, fn) -> None:
     elif type(x) in (list, tuple):
       for i, v in enumerate(x):
         rec(v, path + (i,))
-    elif type(x) is dict:
+    elif type(x) is dict or isinstance(x, State):
       for k, v in x.items():
         rec(v, path + (k,))
 

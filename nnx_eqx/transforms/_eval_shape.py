@@ -8,6 +8,8 @@ from typing import Any
 import jax
 
 from ..graph import _graph
+from ..graph._hijax import holds_hijax
+from ..module import with_vars
 from . import _lift
 from ._dispatch import join_rest, split_rest
 
@@ -16,7 +18,8 @@ def eval_shape(f: Callable, *args: Any, **kwargs: Any) -> Any:
   """Runs ``f`` abstractly: no computation, no allocation.
 
   Modules returned by ``f`` come back with every array replaced by a
-  ``jax.ShapeDtypeStruct`` (shape, dtype and sharding), e.g. an abstract
+  ``jax.ShapeDtypeStruct`` (shape, dtype and sharding) and hijax Variables
+  made ordinary, e.g. an abstract
   model to restore a checkpoint into, or to derive shardings from before
   any parameter exists. Module arguments are not modified.
 
@@ -42,7 +45,9 @@ def eval_shape(f: Callable, *args: Any, **kwargs: Any) -> Any:
   graphdef = w.graphdef if w is not None else None
 
   def call(*a):
-    return f(*a[:-1], **a[-1])
+    out = f(*a[:-1], **a[-1])
+    # an abstract value cannot live in a JAX Box: hijax Variables come out ordinary
+    return with_vars(out, hijax=False, allow_duplicates=True) if holds_hijax(out) else out
 
   def pure(leaves, dyn):
     return _lift.call_inner(call, graphdef, split, leaves, join_rest(spec, dyn))

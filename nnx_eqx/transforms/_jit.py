@@ -10,7 +10,7 @@ from typing import Any
 import jax
 
 from ..graph._errors import NnxError
-from . import _lift, _shardings
+from . import _lift, _ref_outputs, _shardings
 
 
 class JitWrapped:
@@ -51,6 +51,7 @@ class JitWrapped:
       or in_shardings is not None
     )
     self._last = _lift.LastCall()
+    self._ref_outputs = False  # set once a traced call returned jax.Refs
 
   def _pure(self, key, leaves, *rest, donate: bool = False):
     graphdef, split, static_vals, n_args, kw_names = key
@@ -73,8 +74,11 @@ class JitWrapped:
       if self.in_shardings is not None:  # updated state keeps its input sharding
         leaf_sh = self._leaf_shardings[key]
         values = _shardings.constrain(values, [leaf_sh[i] for i in index])
-      return out, dict(zip(index, values))
-    return out, updates
+      updates = dict(zip(index, values))
+    result, has_refs = _ref_outputs.lower_refs((out, updates), (leaves, rest))
+    if has_refs:
+      self._ref_outputs = True
+    return result
 
   def _jitted(self, key: tuple, donate: bool = False, w=None) -> Any:
     """The ``jax.jit`` for ``key``: ``(leaves, *rest) -> (out, updates)``."""
@@ -151,6 +155,8 @@ class JitWrapped:
           leaf_sh = self._resolve_shardings(key, w)[0]
         leaves = _shardings.place(w, leaves, leaf_sh)
     out, updates = fn(leaves, *rest)
+    if self._ref_outputs:
+      out, updates = _ref_outputs.raise_refs((out, updates), (leaves, rest))
     if type(updates) is dict:  # values only
       if updates:
         w.set_leaves(updates.keys(), updates.values())  # type: ignore[union-attr]
@@ -205,6 +211,8 @@ class Compiled:
         " or call the jitted function itself."
       )
     out, updates = self._compiled(leaves, *rest)
+    if self._wrapped._ref_outputs:
+      out, updates = _ref_outputs.raise_refs((out, updates), (leaves, rest))
     if type(updates) is dict:
       if updates:
         w.set_leaves(updates.keys(), updates.values())  # type: ignore[union-attr]
