@@ -24,7 +24,18 @@ from __future__ import annotations
 from typing import Any
 
 import jax
-from jax._src.hijax import Box as _Box
+
+try:  # JAX's Box hi-type is private API (present in the JAX versions this package tests)
+  from jax._src.hijax import Box as _Box
+except ImportError:  # pragma: no cover - older JAX: hijax Variables are unavailable
+
+  class _Box:  # type: ignore[no-redef]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+      raise NotImplementedError(
+        f"hijax Variables need jax.Box (jax._src.hijax), which jax {jax.__version__} lacks. "
+        "Fix: upgrade jax, or create the Variable with hijax=False."
+      )
+
 
 from ._variables import (
   _BINARY_OPS,
