@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 import jax
 
 from ..graph import _graph, _node_types, _version
+from ..graph._errors import SharedReferenceError
 from ..graph._graph import GraphDef, Walk, is_node, node_impl
 from ..graph._tracing import current_trace
 from ..graph._variables import Variable
@@ -215,7 +216,7 @@ def collect_updates(graphdef: GraphDef | None, in_leaves, nodes: tuple, objs: li
   if not node_pos:
     if w is None:
       return out, Updates(None, (), [])
-    if w.graphdef == graphdef:
+    if w.graphdef == graphdef and all(map(operator.is_, w.nodes, objs)):
       new = w.leaves()
       changed = tuple(i for i, (a, b) in enumerate(zip(in_leaves, new)) if a is not b)
       return out, Updates(None, changed, [new[i] for i in changed])
@@ -261,6 +262,7 @@ def call_inner(
   before: Callable | None = None,
   after: Callable | None = None,
   values_only: bool = False,
+  name: str = "transform",
 ):
   """Rebuilds nodes, calls ``fn`` and collects updates: ``(out, updates)``.
 
@@ -269,7 +271,9 @@ def call_inner(
   ``out = after(nodes, out)`` runs after it, before updates are collected.
   With ``values_only`` (flax's ``graph_updates=False``) only new values of the
   Variables passed in are collected: structural changes are dropped, and
-  Modules in ``out`` are plain pytree data (no identity with the inputs).
+  Modules in ``out`` are plain pytree data (no identity with the inputs), so
+  ``out`` may not hold a Variable passed in (see :func:`check_no_output_alias`;
+  ``name`` is the transform's, for the message).
   """
   nodes, objs = merge_inner(graphdef, leaves)
   if before is not None:
@@ -282,10 +286,59 @@ def call_inner(
   if values_only:
     if w0 is None:
       return out, Updates(None, (), [])
+    check_no_output_alias(w0, out, name, split.arg_of_node)
     new = w0.leaves()
     changed = tuple(i for i, (a, b) in enumerate(zip(leaves, new)) if a is not b)
     return out, Updates(None, changed, [new[i] for i in changed])
   return collect_updates(graphdef, leaves, nodes, objs, out)
+
+
+def check_no_output_alias(w: Walk, out: Any, name: str, arg_of_node: tuple) -> None:
+  """Raises if ``out`` holds (at any depth) a Variable of the walked inputs.
+
+  Without graph updates an output is plain pytree data: a returned input
+  Variable would come back as a second, unrelated copy (flax.nnx refuses it
+  too, as "Duplicate <Variable>").
+
+  Raises:
+    SharedReferenceError: (a ``ValueError``) naming the input and output paths.
+  """
+  first = {id(n): p for n, p in zip(w.nodes, w.node_paths) if isinstance(n, Variable)}
+  is_var = lambda x: isinstance(x, Variable)  # noqa: E731
+  for path, x in jax.tree_util.tree_leaves_with_path(out, is_leaf=is_var):
+    if is_var(x) and id(x) in first:
+      at = "/".join(map(str, first[id(x)][1:])) or "<root>"
+      raise SharedReferenceError(
+        f"nnx.{name}: Duplicate {type(x).__name__} found at paths: argument"
+        f" {arg_of_node[first[id(x)][0]]} at {at}, and the output at"
+        f" {jax.tree_util.keystr(path) or '<root>'}. nnx.{name} with graph_updates=False"
+        " does not support Variable aliasing (duplicate inputs or outputs, or input"
+        " Variables returned as outputs). Fix: return a copy (nnx.clone), or use"
+        " graph=True, graph_updates=True so outputs keep their identity."
+      )
+
+
+def check_no_input_alias(w: Walk | None, split: ArgSplit, name: str) -> None:
+  """Raises if the walked arguments reach one object by two paths (for a
+  transform without graph updates, as flax.nnx's "Duplicate <Variable>").
+
+  Raises:
+    SharedReferenceError: (a ``ValueError``) naming both paths.
+  """
+  if w is None or w.shared is None:
+    return
+  first, second, obj = w.shared
+
+  def fmt(p: tuple) -> str:
+    return f"argument {split.arg_of_node[p[0]]} at {'/'.join(map(str, p[1:])) or '<root>'}"
+
+  raise SharedReferenceError(
+    f"nnx.{name}: Duplicate {type(obj).__name__} found at paths: {fmt(first)}, and"
+    f" {fmt(second)}. nnx.{name} with graph_updates=False does not support Variable"
+    " aliasing (duplicate inputs or outputs, or input Variables returned as outputs)."
+    " Fix: pass each Variable once (or a copy made with nnx.clone), or use graph=True,"
+    " graph_updates=True."
+  )
 
 
 def apply_updates(w: Walk | None, updates: Updates, out: Any) -> Any:
