@@ -132,3 +132,79 @@ def test_eval_shape_without_graph_updates_refuses_aliasing(graph):
   assert float(v[...]) == 1.0
   out = nnx.eval_shape(lambda v: v[...] * 2, v, graph=graph, graph_updates=False)
   assert out.shape == () and float(v[...]) == 1.0
+
+
+@pytest.mark.parametrize("graph", [True, False])
+def test_vmap_without_graph_updates_refuses_returning_an_input(graph):
+  class Foo(nnx.Module):
+    def __init__(self):
+      self.a = nnx.Param(jnp.zeros((2, 3)))
+
+  m = Foo()
+  f = nnx.vmap(lambda m: m, in_axes=0, out_axes=1, graph=graph, graph_updates=False)
+  with pytest.raises(ValueError, match=r"Duplicate Param.*argument 0 at a"):
+    f(m)
+  assert m.a.shape == (2, 3)
+  g = nnx.vmap(lambda m: m.a[...] * 2, in_axes=0, graph=graph, graph_updates=False)
+  assert g(m).shape == (2, 3)
+
+
+def test_vmap_broadcast_update_error_names_the_state_and_the_batched_axis():
+  class Env(nnx.Module):
+    def __init__(self):
+      self.count = nnx.BatchStat(jnp.array(0))
+      self.index = nnx.Param(jnp.arange(4))
+
+  env = Env()
+
+  @nnx.vmap(in_axes=(nnx.StateAxes({nnx.BatchStat: None, ...: 0}),))
+  def f(env):
+    env.count[...] += env.index[...]
+
+  with pytest.raises(
+    nnx.BroadcastUpdateError,
+    match=r"state count has out axis None.*at vmap 'count': got axis spec None but output"
+    r" was batched on axis 0",
+  ):
+    f(env)
+  assert int(env.count[...]) == 0
+
+
+def test_custom_vjp_without_graph_updates_refuses_a_variable_passed_twice():
+  v = nnx.Param(jnp.array(1.0))
+
+  @nnx.custom_vjp(nondiff_argnums=(1,), graph_updates=False)
+  def f(a, b):
+    return a[...] + b[...]
+
+  f.defvjp(lambda a, b: (f(a, b), ()), lambda b, res, g: (nnx.clone(b),))
+  with pytest.raises(ValueError, match=r"Duplicate Param.*argument 0.*argument 1"):
+    f(v, v)
+  assert float(f(v, nnx.Param(jnp.array(2.0)))) == 3.0
+
+
+def test_custom_vjp_returning_an_input_module_gets_its_state_cotangent():
+  class Foo(nnx.Module):
+    def __init__(self, x, y):
+      self.x, self.y = nnx.Param(jnp.array(x)), nnx.Param(jnp.array(y))
+
+  @nnx.custom_vjp
+  def f(m1, m2):
+    return jnp.sin(m1.x[...]) * m1.y[...], m2
+
+  def f_fwd(m1, m2):
+    return f(m1, m2), (jnp.cos(m1.x[...]), m1)
+
+  def f_bwd(res, g):
+    (m1_g, m2_g), (y_g, _) = g
+    cos_x, m = res
+    return nnx.State({"x": cos_x * y_g * m.y[...], "y": jnp.zeros(())}), m2_g
+
+  f.defvjp(f_fwd, f_bwd)
+
+  def loss(m1, m2):
+    y, m2 = f(m1, m2)
+    return y + m2.x[...] * m2.y[...]
+
+  g1, g2 = nnx.grad(loss, argnums=(0, 1))(Foo(1.0, 2.0), Foo(3.0, 4.0))
+  assert_trees_equal((g2["x"][...], g2["y"][...]), (jnp.array(4.0), jnp.array(3.0)))

@@ -66,7 +66,7 @@ class JitWrapped:
       return self.fn(*args, **kwargs)
 
     out, updates = _lift.call_inner(
-      call, graphdef, split, leaves, rest, values_only=self.values_only, name="jit"
+      call, graphdef, split, leaves, rest, values_only=self.values_only, name="jit", share_out=True
     )
     if updates.structure is None:
       index, values = updates.index, updates.values
