@@ -44,3 +44,23 @@ def test_linear_still_refuses_an_input_that_does_not_fit_its_kernel():
   m = nnx.Linear(4, 2, rngs=nnx.Rngs(0))
   with pytest.raises(nnx.InputShapeError, match="has 3 features on axis -1.*expects 4"):
     m(jnp.ones((1, 3)))
+
+
+def test_a_state_of_specs_shards_a_state_argument_by_path():
+  mesh = jax.sharding.Mesh(jax.devices()[:8], ("a",))
+  m = nnx.Linear(16, 32, rngs=nnx.Rngs(0))
+  graphdef, state = nnx.split(m)
+  specs = nnx.State({"kernel": P(None, "a"), "bias": P()})  # key order differs from `state`
+  counter = TraceCounter()
+
+  @nnx.shard_map(mesh=mesh, in_specs=(specs, P()), out_specs=P(None, "a"))
+  @counter
+  def f(s, x):
+    local = nnx.merge(graphdef, s)
+    assert local.kernel.shape == (16, 4) and local.bias.shape == (32,)
+    return x @ local.kernel[...]
+
+  x = jnp.ones((2, 16))
+  assert_trees_close(f(state, x), x @ m.kernel[...], rtol=1e-5, atol=1e-5)
+  with assert_no_retrace(counter):
+    f(state, x)
