@@ -135,10 +135,17 @@ def accepts_graph_keywords(fn: F, tree_check: str | None = None) -> F:
   ``"carry"`` does the same but lets the outputs be inputs (a scan returns
   its carry); ``"call"`` checks ``fn``'s arguments (a transform that runs at
   once, as ``cond``).
+
+  A function with a ``graph_updates`` parameter but none named ``graph``
+  (``jit``, ``eval_shape``) receives ``graph and graph_updates`` resolved, the
+  tree-mode checks above applying as for the others.
   """
   params = inspect.signature(fn).parameters
-  if "graph_updates" in params:  # the function resolves both keywords itself
+  if "graph_updates" in params and "graph" in params:  # it resolves both keywords itself
     return fn
+  # A transform with a ``graph_updates`` parameter alone receives it resolved:
+  # graph updates happen in graph mode only.
+  takes_updates = "graph_updates" in params
   if "graph" in params:
 
     @functools.wraps(fn)
@@ -151,9 +158,14 @@ def accepts_graph_keywords(fn: F, tree_check: str | None = None) -> F:
 
   @functools.wraps(fn)
   def wrapper(*args, graph: bool | None = None, graph_updates: bool | None = None, **kwargs):
-    tree = tree_check is not None and not (_VALUES["graph"] if graph is None else graph)
+    graph_on = _VALUES["graph"] if graph is None else graph
+    tree = tree_check is not None and not graph_on
     if tree and tree_check == "call":
       check_call_args(args, kwargs, name)
+    if takes_updates:
+      kwargs["graph_updates"] = graph_on and (
+        _VALUES["graph_updates"] if graph_updates is None else graph_updates
+      )
     out = fn(*args, **kwargs)
     if not tree or tree_check == "call":
       return out

@@ -36,6 +36,8 @@ class RngCount(RngState):
 
 
 def _as_key(seed: Any) -> jax.Array:
+  if isinstance(seed, RngStream):  # a new stream from another's base key (as flax.nnx)
+    return seed.key.value
   if isinstance(seed, int):
     return jax.random.key(seed)
   seed = jnp.asarray(seed)

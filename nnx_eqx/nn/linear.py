@@ -122,7 +122,9 @@ class Linear(Module):
     self, x: Float[Array, "*batch in"], out_sharding: Any = None
   ) -> Float[Array, "*batch out"]:
     with jax.named_scope(type(self).__name__):
-      check_features(type(self).__name__, x, -1, self.in_features)
+      # Checked against the kernel as it is here: inside shard_map it is a local
+      # shard (tensor parallelism), whose rows may be fewer than in_features.
+      check_features(type(self).__name__, x, -1, jnp.shape(self.kernel.value)[0])
       bias = self.bias.value if self.bias is not None else None
       x, kernel, bias = self.promote_dtype((x, self.kernel.value, bias), dtype=self.dtype)
       y = self.dot_general(

@@ -165,8 +165,9 @@ class PathAxes(StateAxes):
 
 def node_spec(spec: Any) -> Any:
   """``spec`` as the transforms read it: a :class:`TreeState` (graph-mode
-  :func:`nnx.prefix`) or a graph node made by tree-mode ``nnx.prefix`` becomes
-  a :class:`PathAxes`; other values are returned as they are.
+  :func:`nnx.prefix`), a graph node made by tree-mode ``nnx.prefix``, or a
+  State of prefix values (for a State argument, as flax.nnx) becomes a
+  :class:`PathAxes`; other values are returned as they are.
 
   Raises:
     AxisSpecError: for a Variable, or a graph node not made by ``nnx.prefix``.
@@ -174,6 +175,8 @@ def node_spec(spec: Any) -> Any:
   if isinstance(spec, TreeState):
     flat = spec.state.to_flat_dict() if isinstance(spec.state, State) else {(): spec.state}
     return PathAxes([*flat.items(), *spec.aliases.items()])
+  if isinstance(spec, State) and not _holds_variables(spec):  # a State of prefix values
+    return PathAxes(spec.to_flat_dict().items())
   if isinstance(spec, Variable):
     raise AxisSpecError(
       f"Variables prefixes are not supported (got {type(spec).__name__} as a prefix)."
@@ -188,6 +191,10 @@ def node_spec(spec: Any) -> Any:
       )
     return PathAxes(entries)
   return spec
+
+
+def _holds_variables(state: State) -> bool:
+  return any(isinstance(v, Variable) for v in state.to_flat_dict().values())
 
 
 def _axis_name(a) -> str:

@@ -89,6 +89,8 @@ class CustomVjp:
         "nnx.custom_vjp: Modules inside containers are not supported. Fix: pass each"
         " Module as its own argument."
       )
+    if not self.graph_updates:
+      _lift.check_no_input_alias(w, split, "custom_vjp")
     dyn, spec = split_rest(rest)
     call = _Call(self, split, w, spec, len(args))
     fn = jax.custom_vjp(call.primal)
@@ -147,7 +149,13 @@ class _Call:
   def _inputs_g(self, leaves, upd_g: _lift.Updates) -> tuple:
     """Per differentiable argument: a State of the cotangents of its whole state
     (as flax: a DiffState argument's tangent is then taken from its selected part)."""
-    got = dict(zip(upd_g.index, upd_g.values)) if upd_g.structure is None else {}
+    if upd_g.structure is None:
+      got = dict(zip(upd_g.index, upd_g.values))
+    else:  # leaves walked as (inputs, outputs): an input's leaf is at (0, *its path)
+      at = {tuple(p): i for i, p in enumerate(self.w.paths)} if self.w is not None else {}
+      paths = upd_g.structure[0].paths
+      pairs = ((at.get(p[1:]) if p[0] == 0 else None, v) for p, v in zip(paths, upd_g.values))
+      got = {i: v for i, v in pairs if i is not None}
     trace = current_trace()
     result: list = []
     for a in self.diff:
@@ -271,6 +279,8 @@ def custom_vjp(
     BoundMethodError: ``fun`` is a Module's bound method.
     CustomVjpError: a DiffState without graph updates; calling it before
       ``defvjp``; ``bwd`` returning the wrong number of tangents.
+    SharedReferenceError: without graph updates, the arguments share a
+      Variable (as flax.nnx's "Duplicate Param").
 
   Example:
     >>> import jax, jax.numpy as jnp, nnx_eqx as nnx

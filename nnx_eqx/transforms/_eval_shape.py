@@ -14,7 +14,7 @@ from . import _lift
 from ._dispatch import join_rest, split_rest
 
 
-def eval_shape(f: Callable, *args: Any, **kwargs: Any) -> Any:
+def eval_shape(f: Callable, *args: Any, graph_updates: bool = True, **kwargs: Any) -> Any:
   """Runs ``f`` abstractly: no computation, no allocation.
 
   Modules returned by ``f`` come back with every array replaced by a
@@ -26,11 +26,16 @@ def eval_shape(f: Callable, *args: Any, **kwargs: Any) -> Any:
   Args:
     f: the function; Module arguments may be concrete or abstract.
     *args, **kwargs: its arguments.
+    graph_updates: False (flax's ``graph_updates=False``, also implied by
+      ``graph=False``): the arguments may not share a Variable and ``f`` may
+      not return one passed in, as in flax.nnx.
 
   Returns:
     ``f``'s output with ``jax.ShapeDtypeStruct`` leaves (inside Modules too).
 
   Raises:
+    SharedReferenceError: without graph updates, a Variable passed twice or
+      returned (a ``ValueError``, as flax.nnx's "Duplicate Param").
     Whatever ``f`` raises while tracing.
 
   Example:
@@ -43,6 +48,8 @@ def eval_shape(f: Callable, *args: Any, **kwargs: Any) -> Any:
   split, w, leaves, rest = _lift.prepare((*args, kwargs))
   dyn, spec = split_rest(rest)
   graphdef = w.graphdef if w is not None else None
+  if not graph_updates:
+    _lift.check_no_input_alias(w, split, "eval_shape")
 
   def call(*a):
     out = f(*a[:-1], **a[-1])
@@ -50,7 +57,15 @@ def eval_shape(f: Callable, *args: Any, **kwargs: Any) -> Any:
     return with_vars(out, hijax=False, allow_duplicates=True) if holds_hijax(out) else out
 
   def pure(leaves, dyn):
-    return _lift.call_inner(call, graphdef, split, leaves, join_rest(spec, dyn))
+    return _lift.call_inner(
+      call,
+      graphdef,
+      split,
+      leaves,
+      join_rest(spec, dyn),
+      values_only=not graph_updates,
+      name="eval_shape",
+    )
 
   out, updates = jax.eval_shape(pure, leaves, dyn)
   if updates.structure is None:

@@ -32,9 +32,11 @@ class JitWrapped:
     jit_kwargs: dict,
     in_shardings: Any = None,
     donate_argnames: Sequence[str] = (),
+    graph_updates: bool = True,
   ):
     functools.update_wrapper(self, fn)
     self.fn = fn
+    self.values_only = not graph_updates
     self.static_argnums = tuple(sorted(static_argnums))
     self.static_argnames = frozenset(static_argnames)
     self.donate_argnums = frozenset(donate_argnums)
@@ -64,7 +66,9 @@ class JitWrapped:
       kwargs.update(static_vals[1])
       return self.fn(*args, **kwargs)
 
-    out, updates = _lift.call_inner(call, graphdef, split, leaves, rest)
+    out, updates = _lift.call_inner(
+      call, graphdef, split, leaves, rest, values_only=self.values_only, name="jit", share_out=True
+    )
     if updates.structure is None:
       index, values = updates.index, updates.values
       if donate:  # donated buffers are gone: every leaf comes back, changed or not
@@ -75,6 +79,10 @@ class JitWrapped:
         leaf_sh = self._leaf_shardings[key]
         values = _shardings.constrain(values, [leaf_sh[i] for i in index])
       updates = dict(zip(index, values))
+    elif self.in_shardings is not None:  # state at an input path keeps that input's sharding
+      updates.values = _shardings.constrain_by_path(
+        updates.values, updates.structure[0].paths, graphdef.paths, self._leaf_shardings[key]
+      )
     result, has_refs = _ref_outputs.lower_refs((out, updates), (leaves, rest))
     if has_refs:
       self._ref_outputs = True
@@ -237,6 +245,7 @@ def jit(
   donate_argnums: int | Sequence[int] | None = (),
   in_shardings: Any = None,
   out_shardings: Any = None,
+  graph_updates: bool = True,
   **jit_kwargs: Any,
 ):
   """``jax.jit`` lifted over Modules: state updates inside propagate out.
@@ -263,6 +272,9 @@ def jit(
       state, or per filter with :class:`StateSharding`; the Module's state
       is moved to those shardings (also in the caller's Variables).
     out_shardings: as ``jax.jit``, a prefix of the output.
+    graph_updates: False (flax's ``graph_updates=False``, also implied by
+      ``graph=False``) writes back only new values of the Variables passed in:
+      Variables or Modules swapped, added or removed inside are not propagated.
     **jit_kwargs: passed to ``jax.jit`` (e.g. ``inline``, ``keep_unused``).
 
   Returns:
@@ -316,7 +328,14 @@ def jit(
 
     donated = tuple(donate_argnums) + _positions_of(f, donate_argnames, donate_argnums)
     return JitWrapped(
-      g, argnums, static_argnames, donated, jit_kwargs, in_shardings, donate_argnames
+      g,
+      argnums,
+      static_argnames,
+      donated,
+      jit_kwargs,
+      in_shardings,
+      donate_argnames,
+      graph_updates,
     )
 
   return wrap if fn is None else wrap(fn)

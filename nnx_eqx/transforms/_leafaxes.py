@@ -207,6 +207,11 @@ class GraphAxes:
       )
     return resolve(out_node_specs[p[1]], p[2:], o, "out_axes")
 
+  def state_key(self, structural: bool, i: int) -> str:
+    """The path of leaf ``i`` inside its node as quoted keys, e.g. ``'a'/'b'``."""
+    p = self.struct_paths[i][2:] if structural else self.paths[i][1:]
+    return "/".join(map(repr, p)) or "<root>"
+
   def state_name(self, structural: bool, i: int) -> str:
     if structural:
       p = self.struct_paths[i]

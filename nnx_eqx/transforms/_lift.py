@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 import jax
 
 from ..graph import _graph, _node_types, _version
+from ..graph._errors import SharedReferenceError
 from ..graph._graph import GraphDef, Walk, is_node, node_impl
 from ..graph._tracing import current_trace
 from ..graph._variables import Variable
@@ -215,7 +216,7 @@ def collect_updates(graphdef: GraphDef | None, in_leaves, nodes: tuple, objs: li
   if not node_pos:
     if w is None:
       return out, Updates(None, (), [])
-    if w.graphdef == graphdef:
+    if w.graphdef == graphdef and all(map(operator.is_, w.nodes, objs)):
       new = w.leaves()
       changed = tuple(i for i, (a, b) in enumerate(zip(in_leaves, new)) if a is not b)
       return out, Updates(None, changed, [new[i] for i in changed])
@@ -261,6 +262,9 @@ def call_inner(
   before: Callable | None = None,
   after: Callable | None = None,
   values_only: bool = False,
+  name: str = "transform",
+  no_alias: bool | None = None,
+  share_out: bool = False,
 ):
   """Rebuilds nodes, calls ``fn`` and collects updates: ``(out, updates)``.
 
@@ -269,23 +273,94 @@ def call_inner(
   ``out = after(nodes, out)`` runs after it, before updates are collected.
   With ``values_only`` (flax's ``graph_updates=False``) only new values of the
   Variables passed in are collected: structural changes are dropped, and
-  Modules in ``out`` are plain pytree data (no identity with the inputs).
+  Modules in ``out`` are plain pytree data (no identity with the inputs), so
+  ``out`` may not hold a Variable passed in (see :func:`check_no_output_alias`;
+  ``name`` is the transform's, for the message). ``no_alias`` (default:
+  ``values_only``) makes that check alone. With ``share_out``, Modules made
+  inside and returned keep their sharing (as flax.nnx.jit's): then updates
+  are collected as without ``values_only``.
   """
   nodes, objs = merge_inner(graphdef, leaves)
   if before is not None:
     before(nodes)
   args = join_args(split, rest, nodes)
-  w0 = _graph.walk_uncached(nodes) if values_only and graphdef is not None else None
+  no_alias = values_only if no_alias is None else no_alias
+  walk_before = (values_only or no_alias) and graphdef is not None
+  w0 = _graph.walk_uncached(nodes) if walk_before else None
   out = fn(*args)
+  if no_alias and w0 is not None:
+    check_no_output_alias(w0, out, name, split.arg_of_node)
   if after is not None:
     out = after(nodes, out)
-  if values_only:
+  if values_only and not (share_out and _holds_nodes(out)):
     if w0 is None:
       return out, Updates(None, (), [])
     new = w0.leaves()
     changed = tuple(i for i, (a, b) in enumerate(zip(leaves, new)) if a is not b)
     return out, Updates(None, changed, [new[i] for i in changed])
   return collect_updates(graphdef, leaves, nodes, objs, out)
+
+
+def _holds_nodes(out: Any) -> bool:
+  return any(map(_is_node_leaf, jax.tree_util.tree_leaves(out, is_leaf=_is_node_leaf)))
+
+
+def check_no_output_alias(w: Walk, out: Any, name: str, arg_of_node: tuple) -> None:
+  """Raises if ``out`` holds (at any depth) a Variable of the walked inputs.
+
+  Without graph updates an output is plain pytree data: a returned input
+  Variable would come back as a second, unrelated copy (flax.nnx refuses it
+  too, as "Duplicate <Variable>").
+
+  Raises:
+    SharedReferenceError: (a ``ValueError``) naming the input and output paths.
+  """
+  first = {id(n): p for n, p in zip(w.nodes, w.node_paths) if isinstance(n, Variable)}
+  for path, x in jax.tree_util.tree_leaves_with_path(out, is_leaf=_is_node_leaf):
+    if not _is_node_leaf(x):
+      continue
+    inner = [(x, ())] if isinstance(x, Variable) else _variables_of(x)
+    for var, sub in inner:
+      if id(var) in first:
+        at = "/".join(map(str, first[id(var)][1:])) or "<root>"
+        out_at = (jax.tree_util.keystr(path) or "<root>") + "".join(f".{k}" for k in sub)
+        raise SharedReferenceError(
+          f"nnx.{name}: Duplicate {type(var).__name__} found at paths: argument"
+          f" {arg_of_node[first[id(var)][0]]} at {at}, and the output at {out_at}."
+          f" nnx.{name} with graph_updates=False does not support Variable aliasing"
+          " (duplicate inputs or outputs, or input Variables returned as outputs). Fix:"
+          " return a copy (nnx.clone), or use graph=True, graph_updates=True so outputs"
+          " keep their identity."
+        )
+
+
+def _variables_of(node: Any) -> list:
+  """``(variable, path)`` of each Variable reachable from a graph node."""
+  w = _graph.walk_uncached(node)
+  return [(n, p) for n, p in zip(w.nodes, w.node_paths) if isinstance(n, Variable)]
+
+
+def check_no_input_alias(w: Walk | None, split: ArgSplit, name: str) -> None:
+  """Raises if the walked arguments reach one object by two paths (for a
+  transform without graph updates, as flax.nnx's "Duplicate <Variable>").
+
+  Raises:
+    SharedReferenceError: (a ``ValueError``) naming both paths.
+  """
+  if w is None or w.shared is None:
+    return
+  first, second, obj = w.shared
+
+  def fmt(p: tuple) -> str:
+    return f"argument {split.arg_of_node[p[0]]} at {'/'.join(map(str, p[1:])) or '<root>'}"
+
+  raise SharedReferenceError(
+    f"nnx.{name}: Duplicate {type(obj).__name__} found at paths: {fmt(first)}, and"
+    f" {fmt(second)}. nnx.{name} with graph_updates=False does not support Variable"
+    " aliasing (duplicate inputs or outputs, or input Variables returned as outputs)."
+    " Fix: pass each Variable once (or a copy made with nnx.clone), or use graph=True,"
+    " graph_updates=True."
+  )
 
 
 def apply_updates(w: Walk | None, updates: Updates, out: Any) -> Any:

@@ -16,6 +16,7 @@ import jax
 from jax.sharding import NamedSharding, PartitionSpec
 
 from ..graph import _graph
+from ..graph._state import State
 from . import _lift, _shardings
 from ._axes import StateAxes, broadcast_prefix
 from ._dispatch import Dispatcher, Lifted, join_rest, positional
@@ -24,6 +25,15 @@ from ._errors import LiftedStructureError
 
 def _is_spec(x) -> bool:
   return x is None or isinstance(x, (PartitionSpec, StateAxes))
+
+
+def _state_prefix(specs: State, value: Any) -> Any:
+  """``specs`` (a State of specs) in the key order of the State ``value``, so
+  that it is a pytree prefix of it; unchanged when ``value`` is no State."""
+  if not isinstance(value, State):
+    return specs
+  flat = specs.to_flat_dict()
+  return State.from_flat_path([(p, flat.get(p)) for p in value.to_flat_dict()])
 
 
 class ShardMapWrapped(Lifted):
@@ -42,7 +52,13 @@ class ShardMapWrapped(Lifted):
     specs = _shardings.per_argument(self.in_specs, len(rest))
     name = "nnx.shard_map: in_specs"
     leaf_specs, rest_specs = _shardings.resolve(specs, split, w, len(rest), name)
-    per_rest = broadcast_prefix(tuple(rest_specs), tuple(rest), name, _is_spec)
+    # A State of specs for a State argument (a pytree here) is a prefix of it.
+    raw = self.in_specs if isinstance(self.in_specs, (tuple, list)) else ()
+    rest_specs = tuple(
+      _state_prefix(raw[i], rest[i]) if i < len(raw) and isinstance(raw[i], State) else r
+      for i, r in enumerate(rest_specs)
+    )
+    per_rest = broadcast_prefix(rest_specs, tuple(rest), name, _is_spec)
     replicated = PartitionSpec()
     return (
       [replicated if s is None else s for s in leaf_specs],

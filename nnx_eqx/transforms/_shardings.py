@@ -92,6 +92,15 @@ def constrain(values: list, shardings: list) -> list:
   ]
 
 
+def constrain_by_path(values: list, paths: list, in_paths: list, in_shardings: list) -> list:
+  """After a structural update (the graph walked as ``(inputs, outputs)``):
+  each value whose path is ``(0, *p)`` for an input leaf path ``p`` is
+  constrained to that input leaf's sharding; the others are left as they are."""
+  at = dict(zip(in_paths, in_shardings))
+  shardings = [at.get(p[1:]) if p and p[0] == 0 else None for p in paths]
+  return constrain(values, shardings)
+
+
 def place(w, leaves: list, leaf_sh: list) -> list:
   """Moves concrete leaves to their shardings and writes them back into the
   Variables, so the caller's state lives where ``in_shardings`` says."""

@@ -17,6 +17,7 @@ from ._errors import AxisSpecError, BroadcastUpdateError
 from ._leafaxes import GraphAxes, check_axes, describe_rest, describe_state
 
 _OUT_AXES_AT = re.compile(r"out_axes\[(\d+)\]")
+_BATCHED_ON = re.compile(r"batched on axis (\d+)")
 
 
 class VmapWrapped(Lifted):
@@ -24,9 +25,12 @@ class VmapWrapped(Lifted):
 
   name = "nnx.vmap"
 
-  def __init__(self, fn, in_axes, out_axes, axis_name, axis_size, spmd_axis_name, tm):
+  def __init__(
+    self, fn, in_axes, out_axes, axis_name, axis_size, spmd_axis_name, tm, graph_updates=True
+  ):
     functools.update_wrapper(self, fn)
     self.fn = fn
+    self.graph_updates = graph_updates
     self.in_axes = tuple(in_axes) if isinstance(in_axes, list) else in_axes
     self.out_axes = tuple(out_axes) if isinstance(out_axes, list) else out_axes
     self.axis_name = axis_name
@@ -79,7 +83,15 @@ class VmapWrapped(Lifted):
     def mapped(node_leaves, dyn_leaves):
       rest_m = join_rest(spec, dyn_leaves)
       out, upd = _lift.call_inner(
-        self.fn, graphdef, split, node_leaves, rest_m, before=axes.before, after=axes.after
+        self.fn,
+        graphdef,
+        split,
+        node_leaves,
+        rest_m,
+        before=axes.before,
+        after=axes.after,
+        name="vmap",
+        no_alias=not self.graph_updates,
       )
       out_leaves, out_tree = jax.tree_util.tree_flatten(out)
       structural = upd.structure is not None
@@ -117,18 +129,27 @@ class VmapWrapped(Lifted):
     if m is None or "batched" not in str(e) or "upd" not in box:
       return e
     k = int(m.group(1)) - box["n"]
+    detail = f"got axis spec None but output was batched on axis {_batched_axis(e)}"
     if k < 0:
       what = f"output leaf {int(m.group(1))}"
       fix = "give it an int out_axes"
     else:
-      upd = box["upd"]
-      what = axes.state_name(box["structural"], upd.index[k] if not box["structural"] else k)
+      structural = box["structural"]
+      i = k if structural else box["upd"].index[k]
+      what = axes.state_name(structural, i)
+      detail = f"at vmap {axes.state_key(structural, i)}: {detail}"
       fix = "give that state an axis with nnx.StateAxes({...: 0}) or update it with a value"
       fix += " that does not depend on the mapped axis"
     return BroadcastUpdateError(
       f"{self.name}: {what} has out axis None (broadcast), but its new value differs per"
-      f" mapped index. Fix: {fix}."
+      f" mapped index ({detail}). Fix: {fix}."
     )
+
+
+def _batched_axis(e: ValueError) -> int:
+  """The axis JAX reports a broadcast output batched on (0 if it does not say)."""
+  m = _BATCHED_ON.search(str(e))
+  return int(m.group(1)) if m else 0
 
 
 def vmap(
@@ -140,6 +161,7 @@ def vmap(
   axis_size: int | None = None,
   spmd_axis_name: Any = None,
   transform_metadata: Mapping[str, Any] | None = None,
+  graph_updates: bool = True,
 ):
   """``jax.vmap`` lifted over Modules (as flax.nnx.vmap).
 
@@ -165,6 +187,9 @@ def vmap(
     axis_name, axis_size, spmd_axis_name: as ``jax.vmap``.
     transform_metadata: e.g. ``{nnx.PARTITION_NAME: 'layers'}``: the stacked
       axis is added to mapped Variables' ``sharding`` outside and removed inside.
+    graph_updates: False (flax's ``graph_updates=False``, also implied by
+      ``graph=False``): ``f`` may not return a Variable passed in (as
+      flax.nnx, a ``SharedReferenceError``).
 
   Returns:
     The vectorised function. Called outside any trace it compiles once per
@@ -193,7 +218,14 @@ def vmap(
   def wrap(fn: Callable) -> VmapWrapped:
     _lift.reject_bound_method(fn, "nnx.vmap")
     return VmapWrapped(
-      fn, in_axes, out_axes, axis_name, axis_size, spmd_axis_name, transform_metadata
+      fn,
+      in_axes,
+      out_axes,
+      axis_name,
+      axis_size,
+      spmd_axis_name,
+      transform_metadata,
+      graph_updates,
     )
 
   return wrap if f is None else wrap(f)
