@@ -18,6 +18,8 @@ import threading
 from collections import abc
 from typing import Any, NamedTuple
 
+from . import visualization as _visualization
+
 
 def supports_color() -> bool:
   """Whether the terminal (or an IPython session) shows ANSI colours.
@@ -33,14 +35,10 @@ def supports_color() -> bool:
     >>> isinstance(reprlib.supports_color(), bool)
     True
   """
-  try:  # optional dependency: only consulted when installed
-    from IPython import get_ipython  # type: ignore[import-not-found]
-
-    in_ipython = get_ipython() is not None
-  except ImportError:
-    in_ipython = False
   tty = hasattr(sys.stdout, "isatty") and sys.stdout.isatty()
-  return (tty and (sys.platform != "win32" or "ANSICON" in os.environ)) or in_ipython
+  return (
+    tty and (sys.platform != "win32" or "ANSICON" in os.environ)
+  ) or _visualization.in_ipython()
 
 
 class Color(NamedTuple):

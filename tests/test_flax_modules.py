@@ -202,3 +202,37 @@ def test_error_inside_leaves_the_caller_unchanged():
 def test_split_inputs_without_merge_inputs_names_the_fix():
   with pytest.raises(ValueError, match="not the \\(args, out\\) pair of a merge_inputs"):
     split_inputs(lambda m: 1.0)(nnx.Linear(2, 2, rngs=nnx.Rngs(0)))
+
+
+# graphlib predicates, jax_to_nnx_path, get_var_pspec, in_ipython ---------------------------
+def test_graphlib_predicates():
+  from nnx_eqx import graphlib
+
+  lin = nnx.Linear(1, 1, rngs=nnx.Rngs(0))
+  assert graphlib.is_node_leaf(jnp.ones(1)) and not graphlib.is_node_leaf(lin.kernel)
+  assert graphlib.is_node_module(lin) and not graphlib.is_node_module([lin])
+  assert graphlib.is_pytree_node((1,)) and not graphlib.is_pytree_node(lin)
+  assert graphlib.is_node_type(nnx.List) and not graphlib.is_node_type(nnx.Param)
+  assert nnx.graph.is_pytree_node is graphlib.is_pytree_node
+
+
+def test_jax_to_nnx_path_matches_state_paths():
+  from nnx_eqx import graphlib
+
+  m = nnx.Module()
+  m.layers = [{"w": jnp.ones(1)}]
+  ((jax_path, _),) = jax.tree_util.tree_flatten_with_path({"layers": [{"w": 1}]})[0]
+  assert graphlib.jax_to_nnx_path(jax_path) in {p for p, _ in nnx.to_flat_state(nnx.state(m))}
+
+
+def test_get_var_pspec_uses_the_context_rules():
+  p = nnx.Param(jnp.ones((2, 4)), sharding=("embed", "mlp"))
+  with nnx.logical_axis_rules([("mlp", "model")]):
+    assert nnx.spmd.get_var_pspec(p) == jax.sharding.PartitionSpec(None, "model")
+  assert nnx.spmd.get_var_pspec(nnx.Variable(None)) is None
+
+
+def test_in_ipython_outside_a_shell():
+  from nnx_eqx import summary, visualization
+
+  assert visualization.in_ipython() is False and summary.in_ipython is visualization.in_ipython
