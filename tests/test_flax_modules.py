@@ -236,3 +236,45 @@ def test_in_ipython_outside_a_shell():
   from nnx_eqx import summary, visualization
 
   assert visualization.in_ipython() is False and summary.in_ipython is visualization.in_ipython
+
+
+def test_resolve_kwargs_binds_by_signature_and_names_unplaceable_keywords():
+  from nnx_eqx.transforms.general import resolve_kwargs
+
+  def f(a, b=1, *, c=2):
+    return a, b, c
+
+  assert resolve_kwargs(lambda a, b=1: None, (), {"a": 0}) == (0, 1)
+  with pytest.raises(TypeError, match=r"keyword arguments \['c'\] of 'f' have no position"):
+    resolve_kwargs(f, (0,), {"c": 3})
+  with pytest.raises(TypeError, match="missing a required argument: 'a'"):
+    resolve_kwargs(f, (), {})
+
+
+def test_resolve_kwargs_decorator_feeds_nnx_vmap_positional_axes():
+  from nnx_eqx.transforms.general import resolve_kwargs
+
+  traces = []
+
+  @nnx.vmap(in_axes=(0, None))
+  @resolve_kwargs()
+  def scale(x, factor=2.0):
+    traces.append(1)
+    return x * factor
+
+  x = jnp.arange(3.0)
+  assert_trees_close(scale(x, 3.0), x * 3.0)
+  assert len(traces) == 1
+
+
+def test_create_path_filters_groups_paths_by_value():
+  from nnx_eqx import statelib
+
+  state = nnx.State({"a": nnx.Param("x"), "b": {"c": "x", "d": "y"}})
+  filters = statelib.create_path_filters(state)
+  assert {v: sorted(f.paths) for f, v in filters.items()} == {
+    "x": [("a",), ("b", "c")],
+    "y": [("b", "d")],
+  }
+  with pytest.raises(TypeError, match="unhashable"):
+    statelib.create_path_filters(nnx.State({"a": [1]}))

@@ -12,6 +12,7 @@ function returns ``(args, out)``, which a transform with output axes must accoun
 from __future__ import annotations
 
 import functools
+import inspect
 from collections import abc
 from typing import Any, TypeVar, overload
 
@@ -115,3 +116,68 @@ def merge_inputs(f: Any = None, *, ctxtag: abc.Hashable = _TAG) -> Any:
     return to_tree((clear_non_graph_nodes(args), out), ctxtag=ctxtag)
 
   return merge_inputs_wrapper
+
+
+@overload
+def resolve_kwargs() -> abc.Callable[[_F], _F]: ...
+@overload
+def resolve_kwargs(fun: abc.Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> tuple: ...
+def resolve_kwargs(fun: Any = None, args: Any = None, kwargs: Any = None) -> Any:
+  """Turns keyword arguments into positional ones by ``fun``'s signature (defaults
+  filled in), for transforms whose prefixes (``in_axes``, ...) are positional.
+
+  Called without arguments it is a decorator that does this before every call (as
+  flax.nnx's ``transforms.transforms.resolve_kwargs``).
+
+  Args:
+    fun: the function whose signature binds the arguments; a ``functools.partial``
+      takes ``args``/``kwargs`` only positionally.
+    args: the positional arguments.
+    kwargs: the keyword arguments.
+
+  Returns:
+    The positional argument tuple (or, without arguments, a decorator).
+
+  Raises:
+    TypeError: if the arguments do not bind (the signature's message), or a keyword
+      has no position (a keyword-only parameter or ``**kwargs``).
+    ValueError: if ``fun`` is given without ``args`` and ``kwargs``.
+
+  Example:
+    >>> from nnx_eqx.transforms.general import resolve_kwargs
+    >>> resolve_kwargs(lambda x, y=2, z=3: None, (1,), {"z": 4})
+    (1, 2, 4)
+    >>> @resolve_kwargs()
+    ... def f(*args):
+    ...   return args
+    >>> f(1)
+    (1,)
+  """
+  if fun is None:
+
+    def decorator(f: _F) -> _F:
+      @functools.wraps(f)
+      def resolve_kwargs_wrapper(*a: Any, **k: Any) -> Any:
+        return f(*resolve_kwargs(f, a, k))
+
+      return resolve_kwargs_wrapper  # type: ignore[return-value]
+
+    return decorator
+  if args is None or kwargs is None:
+    raise ValueError("resolve_kwargs: pass both args and kwargs with fun")
+  if isinstance(fun, functools.partial):
+    if kwargs:
+      raise TypeError(
+        "resolve_kwargs: keyword arguments cannot be placed by position for a"
+        f" functools.partial ({sorted(kwargs)}). Fix: pass them positionally."
+      )
+    return tuple(args)
+  bound = inspect.signature(fun).bind(*args, **kwargs)
+  bound.apply_defaults()
+  if bound.kwargs:
+    raise TypeError(
+      f"resolve_kwargs: keyword arguments {sorted(bound.kwargs)} of"
+      f" {getattr(fun, '__name__', fun)!r} have no position (keyword-only or **kwargs)."
+      " Fix: make them positional parameters or pass them through a closure."
+    )
+  return bound.args
