@@ -42,6 +42,7 @@ class TraceState(reprlib.Representable):
 
   A pytree without leaves: rebuilt (for example by a transform) it records the trace
   current at that point. Pickling and copying likewise record the loading trace.
+  Compared with ``==``; not hashable (JAX's trace tokens are not), as in flax.nnx.
 
   Raises:
     Nothing.
@@ -76,9 +77,6 @@ class TraceState(reprlib.Representable):
 
   def __eq__(self, other: object) -> bool:
     return isinstance(other, TraceState) and self._jax_trace == other._jax_trace
-
-  def __hash__(self) -> int:
-    return hash(self._jax_trace)
 
   def __getstate__(self) -> dict:
     return {}

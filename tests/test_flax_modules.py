@@ -278,3 +278,8 @@ def test_create_path_filters_groups_paths_by_value():
   }
   with pytest.raises(TypeError, match="unhashable"):
     statelib.create_path_filters(nnx.State({"a": [1]}))
+
+
+def test_trace_state_is_not_hashable():
+  with pytest.raises(TypeError, match="unhashable"):
+    hash(tracers.TraceState())
