@@ -39,6 +39,10 @@ from .graph._graphlib import merge as merge
 from .graph._graphlib import split as split
 from .graph._graphlib import unflatten as unflatten
 from .graph._map import map_leaves as _map_leaves
+from .graph._node_types import is_node_leaf as is_node_leaf
+from .graph._node_types import is_node_module as is_node_module
+from .graph._node_types import is_node_type as is_node_type
+from .graph._node_types import is_pytree_node as is_pytree_node
 from .graph._nodedefs import NodeDef as NodeDef
 from .graph._nodedefs import NodeRef as NodeRef
 from .graph._nodedefs import TreeNodeDef as TreeNodeDef
@@ -46,6 +50,7 @@ from .graph._nodedefs import VariableDef as VariableDef
 from .graph._ref_placeholders import NO_UPDATE as NO_UPDATE
 from .graph._ref_placeholders import ArrayRefOutput as ArrayRefOutput
 from .graph._ref_placeholders import NoUpdate as NoUpdate
+from .graph._tree_form import jax_to_nnx_path as jax_to_nnx_path
 from .graph._variables import as_pure as as_pure
 from .module import iter_children as iter_children
 from .module import iter_module_children as iter_module_children

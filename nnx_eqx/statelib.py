@@ -2,6 +2,7 @@
 
 from .graph._flat_state import FlatState as FlatState
 from .graph._state import State as State
+from .graph._state_tools import create_path_filters as create_path_filters
 from .graph._state_tools import diff as diff
 from .graph._state_tools import filter_state as filter_state
 from .graph._state_tools import from_flat_state as from_flat_state

@@ -1,6 +1,27 @@
-"""``nnx.visualization`` (flax.nnx's module path): ``display``.
+"""``nnx.visualization`` (flax.nnx's module path): ``display`` and ``in_ipython``.
 
-A re-export namespace (see ``nnx_eqx/__init__.py``, "flax 0.12 import surface").
+Mostly a re-export namespace (see ``nnx_eqx/__init__.py``, "flax 0.12 import surface").
 """
 
 from .graph._repr import display as display
+
+
+def in_ipython() -> bool:
+  """Whether the code runs inside IPython or Jupyter (as flax.nnx's ``in_ipython``).
+
+  Returns:
+    True when IPython is installed and a shell is active.
+
+  Raises:
+    Nothing: without IPython installed the answer is False.
+
+  Example:
+    >>> from nnx_eqx.visualization import in_ipython
+    >>> in_ipython()
+    False
+  """
+  try:  # optional dependency: only consulted when installed
+    from IPython import get_ipython  # type: ignore[import-not-found]
+  except ImportError:
+    return False
+  return get_ipython() is not None

@@ -119,7 +119,7 @@ def test_defaults_keep_identity_semantics():
   m = Dense(jnp.ones((2, 2)), jnp.zeros(2))
   assert m != Dense(jnp.ones((2, 2)), jnp.zeros(2)) and m == m
   assert hash(m) == hash(m)
-  assert repr(m).startswith("Dense(\n")  # the Module repr, not the dataclass one
+  assert repr(m).startswith("Dense(  # Param: 4")  # the Module repr, not the dataclass one
   assert dataclasses.is_dataclass(m)
 
 

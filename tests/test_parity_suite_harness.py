@@ -33,13 +33,13 @@ def test_exclusions_mark_internal_and_linen_tests():
   src = (
     "class T:\n"
     "  def test_a(self):\n"
-    "    general.split_inputs(f)\n"
+    "    bridge.ToNNX(f)\n"
     "  def test_b(self):\n"
     "    linen.Dense(2)\n"
     "  def test_c(self):\n"
     "    pass\n"
   )
-  assert suite.exclusions(src, with_linen=True) == {2: suite.EXCLUDED_TOKENS["general."]}
+  assert suite.exclusions(src, with_linen=True) == {2: suite.EXCLUDED_TOKENS["bridge."]}
   without = suite.exclusions(src, with_linen=False)
   assert sorted(without) == [2, 4] and without[4] == suite.LINEN_REASON
   marked = suite.mark_excluded(src, without)

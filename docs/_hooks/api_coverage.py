@@ -33,6 +33,11 @@ NAMESPACES = (
   "nnx_eqx.variablelib",
   "nnx_eqx.compat",
   "nnx_eqx.nn.initializers",
+  "nnx_eqx.reprlib",
+  "nnx_eqx.ids",
+  "nnx_eqx.tracers",
+  "nnx_eqx.proxy_caller",
+  "nnx_eqx.transforms.general",
 )
 
 _DIRECTIVE = re.compile(r"^::: +([\w.]+)", re.M)

@@ -35,6 +35,11 @@ from ._graph import clone as clone
 from ._graph import graphdef as graphdef
 from ._graph import is_graph_node as is_graph_node
 from ._graph import is_node as is_node
+from ._node_types import is_node_leaf as is_node_leaf
+from ._node_types import is_node_module as is_node_module
+from ._node_types import is_node_type as is_node_type
+from ._node_types import is_pytree_node as is_pytree_node
+from ._tree_form import jax_to_nnx_path as jax_to_nnx_path
 from ._graph import iter_graph as iter_graph
 from ._graph import set_metadata as set_metadata
 from ._graph import iter_modules as iter_modules

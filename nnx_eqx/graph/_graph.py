@@ -677,7 +677,17 @@ def _flat_view(node) -> tuple:
   return w, gd, w.leaves(), idx, neutral
 
 
+def _prefix_view(node) -> tuple | None:
+  """``(keyed children, aux)`` recorded on a tree-mode ``nnx.prefix`` copy: the
+  original graph's structure with the prefix values as leaves (see _prefix)."""
+  d = getattr(node, "__dict__", None)
+  return None if d is None else d.get("_nnx_prefix_view")
+
+
 def _pytree_flatten(node):
+  view = _prefix_view(node)
+  if view is not None:
+    return [v for _, v in view[0]], view[1]
   w, gd, leaves, idx, neutral = _flat_view(node)
   if not idx:
     return leaves, gd
@@ -686,6 +696,9 @@ def _pytree_flatten(node):
 
 
 def _pytree_flatten_with_keys(node):
+  view = _prefix_view(node)
+  if view is not None:
+    return view
   w, gd, leaves, idx, neutral = _flat_view(node)
   children = list(zip(map(_PathKey, gd.paths), leaves))
   if not idx:

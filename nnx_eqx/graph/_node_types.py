@@ -112,3 +112,73 @@ def is_node(x: Any) -> bool:
     (True, False)
   """
   return isinstance(x, Variable) or node_impl(type(x)) is not None
+
+
+def is_node_leaf(x: Any) -> bool:
+  """True for values the graph walk stores as state leaves: arrays (``jax.Array``,
+  ``np.ndarray``, ``jax.ShapeDtypeStruct``) and types added with
+  :func:`register_leaf_type` (flax.nnx's ``graphlib.is_node_leaf``).
+
+  Raises:
+    Nothing.
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> nnx.graphlib.is_node_leaf(jnp.ones(2)), nnx.graphlib.is_node_leaf(1.0)
+    (True, False)
+  """
+  return isinstance(x, LEAF_TYPES)
+
+
+def is_pytree_node(x: Any) -> bool:
+  """True for the plain containers the graph walk traverses: ``list``, ``tuple``
+  (namedtuples included) and ``dict``.
+
+  flax.nnx's ``graphlib.is_pytree_node`` also answers True for any other
+  registered JAX pytree; nnx_eqx's walk keeps such objects whole (as static data,
+  or as leaves with :func:`register_leaf_type`), so they are not nodes here.
+
+  Raises:
+    Nothing.
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> nnx.graphlib.is_pytree_node([1]), nnx.graphlib.is_pytree_node(nnx.Param(jnp.ones(1)))
+    (True, False)
+  """
+  return type(x) in (list, tuple, dict) or (isinstance(x, tuple) and hasattr(x, "_fields"))
+
+
+def is_node_type(t: type) -> bool:
+  """True if the graph walk traverses instances of ``t``: registered graph node
+  types (Modules, ``nnx.List``, ...) and the plain containers of
+  :func:`is_pytree_node` (flax.nnx's ``graphlib.is_node_type``).
+
+  Raises:
+    Nothing.
+
+  Example:
+    >>> import nnx_eqx as nnx
+    >>> nnx.graphlib.is_node_type(nnx.Linear), nnx.graphlib.is_node_type(dict)
+    (True, True)
+    >>> nnx.graphlib.is_node_type(nnx.Param), nnx.graphlib.is_node_type(int)
+    (False, False)
+  """
+  if t in (list, tuple, dict) or (issubclass(t, tuple) and hasattr(t, "_fields")):
+    return True
+  return node_impl(t) is not None
+
+
+def is_node_module(x: Any) -> bool:
+  """True for graph nodes (Modules and registered node types), not containers or
+  Variables (flax.nnx's ``graphlib.is_node_module``).
+
+  Raises:
+    Nothing.
+
+  Example:
+    >>> import nnx_eqx as nnx
+    >>> nnx.graphlib.is_node_module(nnx.Dict(a=1)), nnx.graphlib.is_node_module({"a": 1})
+    (True, False)
+  """
+  return node_impl(type(x)) is not None

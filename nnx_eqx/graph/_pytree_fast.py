@@ -42,7 +42,7 @@ from ._graphdef import GraphDef
 from ._node_types import LEAF, MAP, NODE, REF, SEQ, STATIC, VAR, node_impl
 from ._tracing import current_trace
 from ._variables import Variable
-from ._walk import _MODULE_IMPL_HOLDER, Walk, bulk, unflatten
+from ._walk import _MODULE_IMPL_HOLDER, Walk, build_map, bulk, unflatten
 
 _CANON_KEY = object()  # key of a walk's filter cache: its GraphDef is canonical
 _GET_VALUE = operator.attrgetter("_value")
@@ -238,7 +238,7 @@ class Template:
       return lambda values: t(*[g(values) for g in subs])
     if tag == MAP:
       t, items = d[1], [(k, _as_fn(self._expr(s))) for k, s in d[2]]
-      return lambda values: t([(k, g(values)) for k, g in items])
+      return lambda values: build_map(t, [(k, g(values)) for k, g in items])
     return None  # a raw leaf inside a container: the walk of the Template refuses it
 
   def build(self, leaves: list) -> tuple[Any, Born]:

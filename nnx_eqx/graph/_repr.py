@@ -1,6 +1,7 @@
 """Readable reprs for Modules, Variables, States and GraphDefs, plus treescope hooks.
 
-Terminal reprs are compact: arrays with more than ``SMALL_ARRAY`` elements
+Terminal reprs are compact (the first line of a Module counts its Variables' elements
+and bytes per type, as flax.nnx does): arrays with more than ``SMALL_ARRAY`` elements
 are summarised as ``float32[64, 32]``, tracers as ``Traced<float32[3]>``,
 a Module or Variable reached a second time is printed once and then marked
 ``# shared with <path>``, and nesting deeper than ``MAX_DEPTH`` is elided.
@@ -15,6 +16,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from ._graph import iter_graph
 from ._graphdef import GraphDef, _metadata_from_def
 from ._node_types import LEAF, MAP, NODE, REF, SEQ, STATIC, VAR, is_graph_node, is_node, node_impl
 from ._state import State
@@ -133,7 +135,7 @@ def module_repr(
     ...     self.a = nnx.Linear(1, 1, rngs=nnx.Rngs(0))
     ...     self.b = self.a
     >>> print(Tied())  # doctest: +ELLIPSIS
-    Tied(
+    Tied(  # Param: 2 (8 B), Total: 2 (8 B)
       a=Linear(
         ...
       ),
@@ -155,7 +157,50 @@ def module_repr(
   lines = [
     f"{inner}{k}={_value_repr(v, inner, seen, depth, path + (k,), max_depth)}" for k, v in items
   ]
-  return f"{name}(\n" + ",\n".join(lines) + f"\n{indent})"
+  head = f"{name}(" if depth or path else f"{name}({size_comment(m)}"
+  return head + "\n" + ",\n".join(lines) + f"\n{indent})"
+
+
+def _bytes_str(n: int) -> str:
+  for unit, scale in (("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
+    if n >= scale:
+      return f"{n / scale:.1f} {unit}"
+  return f"{n} B"
+
+
+def _leaf_size(x: Any) -> tuple[int, int] | None:
+  if not isinstance(x, (jax.Array, np.ndarray, np.generic, jax.ShapeDtypeStruct)):
+    return None
+  n = int(np.prod(x.shape, dtype=np.int64))
+  return n, n * int(getattr(x.dtype, "itemsize", 0))
+
+
+def size_comment(node: Any) -> str:
+  """``"  # Param: 6 (24 B), Total: 6 (24 B)"``: elements and bytes of a graph's
+  Variables per Variable type (each Variable once, also when shared) and in all,
+  as flax.nnx's Module repr shows on its first line; empty without array leaves.
+
+  Example:
+    >>> import nnx_eqx as nnx
+    >>> from nnx_eqx.graph._repr import size_comment
+    >>> size_comment(nnx.Linear(2, 2, rngs=nnx.Rngs(0)))
+    '  # Param: 6 (24 B), Total: 6 (24 B)'
+  """
+  per_type: dict[str, list[int]] = {}
+  total = [0, 0]
+  for _, x in iter_graph(node):
+    size = _leaf_size(x._value if isinstance(x, Variable) else x)
+    if size is None:
+      continue
+    if isinstance(x, Variable):
+      acc = per_type.setdefault(type(x).__name__, [0, 0])
+      acc[0], acc[1] = acc[0] + size[0], acc[1] + size[1]
+    total[0], total[1] = total[0] + size[0], total[1] + size[1]
+  if not total[0]:
+    return ""
+  parts = [f"{k}: {n:,} ({_bytes_str(b)})" for k, (n, b) in per_type.items()]
+  parts.append(f"Total: {total[0]:,} ({_bytes_str(total[1])})")
+  return "  # " + ", ".join(parts)
 
 
 def _has_nodes(v: Any) -> bool:

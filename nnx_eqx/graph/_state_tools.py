@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ._errors import StateMismatchError
-from ._filters import Filter
+from ._filters import Filter, PathIn
 from ._flat_state import FlatState
 from ._state import State
 from ._variables import Variable
@@ -213,3 +213,31 @@ def restore_int_paths(pure_dict: Mapping) -> dict:
     _maybe_int(k): restore_int_paths(v) if isinstance(v, Mapping) else v
     for k, v in pure_dict.items()
   }
+
+
+def create_path_filters(state: State) -> dict[PathIn, Any]:
+  """Groups the paths of ``state`` by value: ``{nnx.PathIn(*paths): value}``, one entry
+  per distinct (hashable) value, Variables read through their value (as flax.nnx's
+  ``statelib.create_path_filters``; e.g. a State of PartitionSpecs becomes filters
+  selecting the Variables of each spec).
+
+  Args:
+    state: a State whose leaves (or Variables' values) are hashable.
+
+  Returns:
+    A dict from a ``PathIn`` filter over the paths holding a value to that value.
+
+  Raises:
+    TypeError: if a value is not hashable (arrays are not).
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> m = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
+    >>> specs = nnx.get_partition_spec(nnx.state(m))
+    >>> [(sorted(f.paths), v) for f, v in nnx.statelib.create_path_filters(specs).items()]
+    [([('bias',), ('kernel',)], P())]
+  """
+  groups: dict[Any, list[tuple]] = {}
+  for path, value in to_flat_state(state):
+    groups.setdefault(value._value if isinstance(value, Variable) else value, []).append(path)
+  return {PathIn(*paths): value for value, paths in groups.items()}

@@ -125,8 +125,24 @@ def _check_aliasing(node: Any, prefix: Any, seen: dict, path: tuple) -> None:
       )
 
 
-def _keys(jax_path: tuple) -> tuple:
+def jax_to_nnx_path(jax_path: tuple, /) -> tuple:
+  """A JAX key path (``DictKey``, ``SequenceKey``, ``GetAttrKey``, ...) as an nnx
+  path of plain keys (flax.nnx's ``graphlib.jax_to_nnx_path``).
+
+  Raises:
+    Nothing: entries of other types are kept as they are.
+
+  Example:
+    >>> import collections, jax, nnx_eqx as nnx
+    >>> P = collections.namedtuple("P", ["x"])
+    >>> (path, _), = jax.tree_util.tree_flatten_with_path({"a": [P(1.0)]})[0]
+    >>> nnx.graphlib.jax_to_nnx_path(path)
+    ('a', 0, 'x')
+  """
   return tuple(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k))) for k in jax_path)
+
+
+_keys = jax_to_nnx_path
 
 
 def _map_with_prefix(

@@ -80,17 +80,20 @@ class _ItemSlot:
 
   @property
   def _value(self):
-    return self.parent._value[self.key]
+    container = self.parent._value
+    if type(self.key) is str and hasattr(container, "_fields"):
+      return getattr(container, self.key)
+    return container[self.key]
 
   @_value.setter
   def _value(self, v):
     container = self.parent._value
-    if isinstance(container, tuple):
+    if hasattr(container, "_fields"):  # a namedtuple, keyed by field name
+      self.parent._value = container._replace(**{self.key: v})
+    elif isinstance(container, tuple):
       items = list(container)
       items[self.key] = v
-      self.parent._value = (
-        type(container)(*items) if hasattr(container, "_fields") else tuple(items)
-      )
+      self.parent._value = tuple(items)
     else:
       container[self.key] = v
 
@@ -387,7 +390,14 @@ class _Walker:
       self.paths.append(path)
       self.owners.append((owner, key))
       return _LEAF_DEF
-    if t is tuple or t is list or (isinstance(value, tuple) and hasattr(value, "_fields")):
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+      # a namedtuple: keyed by field name (JAX's key path), in sorted order as a dict
+      if not value:
+        return (STATIC, StaticValue(value))
+      items = [(f, getattr(value, f)) for f in sorted(value._fields)]
+      path = () if parent is None else parent.path + (k,)
+      return _Frame(MAP, value, path, owner, key, items, self.lazy(parent, k), None, None)
+    if t is tuple or t is list:
       if not value:
         return (STATIC, StaticValue(value))
       path = () if parent is None else parent.path + (k,)
@@ -431,6 +441,12 @@ class _Lazy:
     if self.slot is None:
       self.slot = self.make()
     self.slot._value = v
+
+
+def build_map(t: Any, items: Any) -> Any:
+  """A MAP definition's container from ``(key, value)`` pairs: a dict or State, or a
+  namedtuple (keyed by field name)."""
+  return t(**dict(items)) if issubclass(t, tuple) else t(items)
 
 
 def _sorted_keys(d: dict) -> list:
@@ -645,6 +661,10 @@ def _compile(defn):
     return lambda nxt, nodes, trace, reuse: t(*[g(nxt, nodes, trace, reuse) for g in subs])
   if tag == MAP:
     t, items = defn[1], [(k, _compile(s)) for k, s in defn[2]]
+    if issubclass(t, tuple):  # a namedtuple
+      return lambda nxt, nodes, trace, reuse: t(
+        **{k: g(nxt, nodes, trace, reuse) for k, g in items}
+      )
     return lambda nxt, nodes, trace, reuse: t([(k, g(nxt, nodes, trace, reuse)) for k, g in items])
   raise AssertionError(defn)
 
@@ -801,7 +821,7 @@ def _deep_builder(defn: tuple, heights: dict[int, int]):
       return obj
     t = d[1]
     if tag == MAP:
-      return t(zip([k for k, _ in subs], values))
+      return build_map(t, zip([k for k, _ in subs], values))
     if t is list:
       return values
     return tuple(values) if t is tuple else t(*values)

@@ -130,6 +130,25 @@ def variable_spec(v: Variable, rules: Rules | None = None) -> PartitionSpec:
   return metadata_spec(v._metadata, rules)
 
 
+def get_var_pspec(v: Variable) -> PartitionSpec | None:
+  """The mesh ``PartitionSpec`` of one Variable, or None if its value has no shape
+  (flax.nnx's ``get_var_pspec``; :func:`variable_spec` with the context's rules).
+
+  Raises:
+    Nothing.
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> nnx.spmd.get_var_pspec(nnx.Param(jnp.ones((2, 4)), sharding=(None, "model")))
+    P(None, 'model')
+    >>> nnx.spmd.get_var_pspec(nnx.Param(jnp.ones(3))), nnx.spmd.get_var_pspec(nnx.Variable("a"))
+    (P(), None)
+  """
+  if v._metadata.get("sharding") or v._metadata.get("out_sharding") or hasattr(v._value, "shape"):
+    return variable_spec(v)
+  return None
+
+
 def get_partition_spec(tree: Any, rules: Rules | None = None) -> Any:
   """Replaces each Variable's value by its ``PartitionSpec`` (as flax.nnx).
 

@@ -13,9 +13,15 @@ PARTITION_NAME = "partition_name"
 """Key of ``transform_metadata`` naming the stacked axis (seed-era name)."""
 
 
+_ABSENT = object()
+
+
 def _split_meta(transform_metadata) -> tuple[Any, dict]:
+  """``(axis name, other entries)``; the name is ``_ABSENT`` without a PARTITION_NAME
+  entry, and may be None (an unnamed stacked axis: a ``None`` entry is inserted/removed,
+  as flax.nnx does with ``partition=None``)."""
   other = dict(transform_metadata)
-  return other.pop(PARTITION_NAME, None), other
+  return other.pop(PARTITION_NAME, _ABSENT), other
 
 
 def _names_key(md: dict) -> str | None:
@@ -51,13 +57,13 @@ def add_axis(tree: Any, index: int, transform_metadata: Any) -> Any:
   def one(v: Variable):
     md = dict(v._metadata)
     key = _names_key(md)
-    if name is not None and key is not None:
+    if name is not _ABSENT and key is not None:
       md[key] = _insert(md[key], index, name)
     for k, val in other.items():
       if isinstance(md.get(k), tuple) and md[k]:
         md[k] = _insert(md[k], index, val)
     v._metadata = md
-    v.add_axis(index, name)
+    v.add_axis(index, None if name is _ABSENT else name)
     return v
 
   return jax.tree_util.tree_map(one, tree, is_leaf=lambda x: isinstance(x, Variable))
@@ -91,13 +97,13 @@ def remove_axis(tree: Any, index: int, transform_metadata: Any) -> Any:
   def one(v: Variable):
     md = dict(v._metadata)
     key = _names_key(md)
-    if name is not None and key is not None:
+    if name is not _ABSENT and key is not None:
       md[key] = pop(md[key], name, key)
     for k, val in other.items():
       if isinstance(md.get(k), tuple) and md[k]:
         md[k] = pop(md[k], val, k)
     v._metadata = md
-    v.remove_axis(index, name)
+    v.remove_axis(index, None if name is _ABSENT else name)
     return v
 
   return jax.tree_util.tree_map(one, tree, is_leaf=lambda x: isinstance(x, Variable))

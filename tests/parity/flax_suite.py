@@ -56,13 +56,11 @@ ROOT = HERE.parents[1]
 EXCLUDED_FILES = {
   "bridge/module_test.py": "Linen bridge (nnx.bridge.Module, Linen interop)",
   "bridge/wrappers_test.py": "Linen bridge (ToNNX / ToLinen wrappers)",
-  "ids_test.py": "flax internal: flax.nnx.ids (uuid helper)",
   "test_traversals.py": "flax internal: flax.nnx.traversals over flax.core.FrozenDict",
 }
 
 # Tests whose source mentions one of these names are excluded, with the reason.
 EXCLUDED_TOKENS = {
-  "general.": "flax internal: flax.nnx.transforms.general split_inputs/merge_inputs",
   "bridge.": "Linen bridge",
 }
 LINEN_TOKEN = "linen"
@@ -145,14 +143,14 @@ def rewrite_imports(src: str) -> str:
     elif kind == "from" and mod == "flax.nnx":
       for part in names.split(","):
         name = part.strip().split(" as ")[0]
-        if name in ("traversals", "ids", "bridge"):
+        if name in ("traversals", "bridge"):
           lines.append(f"{indent}{name} = None  # flax internal; its tests are excluded")
         else:
           lines.append(f"{indent}from nnx_eqx import {part.strip()}")
     elif kind == "from" and mod.startswith("flax.nnx.nn"):
       lines.append(f"{indent}from nnx_eqx.nn import {names}")
     elif kind == "from" and mod == "flax.nnx.transforms":
-      lines.append(f"{indent}{names.strip()} = None  # flax internal; its tests are excluded")
+      lines.append(f"{indent}from nnx_eqx.transforms import {names.strip()}")
     elif kind == "from" and mod.startswith("flax.nnx"):
       lines.append(f"{indent}{names.strip()} = None  # flax internal; its tests are excluded")
     elif kind == "import" and mod == "flax.errors":
