@@ -174,6 +174,6 @@ def to_eqx_with_state(module: Any) -> tuple[Any, eqx.nn.State]:
     True
   """
   model, state, _, _ = to_eqx_parts(module)
-  if state is None:
-    state = eqx.nn.State(model)
+  if state is None:  # no StateIndex anywhere (and the model may be too deep for jax.tree)
+    state = eqx.nn.State(())
   return model, state
