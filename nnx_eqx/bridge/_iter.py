@@ -121,12 +121,13 @@ def pytree_children(node: Any, is_leaf: Callable[[Any], bool] | None = None) -> 
 
 
 def map_pytree(tree: Any, fn: Callable[[Any, tuple], Any], is_leaf: Callable[[Any], bool]) -> Any:
-  """``jtu.tree_map_with_path(fn, tree, is_leaf=is_leaf)`` without recursion.
+  """``tree`` with each node that ``is_leaf`` accepts replaced by ``fn(node,
+  key_path)`` (other leaves kept), rebuilt one level at a time without recursion.
 
   Example:
     >>> from nnx_eqx.bridge._iter import map_pytree
-    >>> map_pytree({"a": [1, 2]}, lambda x, kp: x * 10, lambda x: False)
-    {'a': [10, 20]}
+    >>> map_pytree({"a": [1, "s"]}, lambda x, kp: (x, kp), lambda x: isinstance(x, int))
+    {'a': [(1, (DictKey(key='a'), SequenceKey(idx=0))), 's']}
   """
   treedefs: dict[int, Any] = {}
 
