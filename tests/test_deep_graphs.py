@@ -152,17 +152,16 @@ def test_to_eqx_from_eqx(make):
   m = make(DEEP)
   e, eqx_state = nnx.to_eqx_with_state(m)
   depth, arrays = _eqx_depth_and_arrays(e)
-  n_params = len(nnx.state(m, nnx.Param).to_flat_dict())
+  n_params = DEEP // 100 + 1 if make is chain else 1  # (BatchStats are in eqx_state)
   assert depth > DEEP and arrays == n_params
   if make is chain:
     assert nnx.to_eqx(m).next.next.name == "l2"
-    cur, links = e, 0
+    cur, mcur, links = e, m, 0
     while hasattr(cur, "next"):
-      cur, links = cur.next, links + 1
-    assert links == DEEP and cur.w is nnx.state(m).to_flat_dict()[("next",) * DEEP + ("w",)].value
+      cur, mcur, links = cur.next, mcur.next, links + 1
+    assert links == DEEP and cur.w is mcur.w.value  # arrays are shared, not copied
   back = nnx.from_eqx(e, eqx_state)
-  assert same_graph(back, m)
-  assert_trees_equal(_values(back), _values(m))
+  assert same_graph(back, m)  # (types, metadata, sharing, bitwise equal values)
 
 
 def test_to_eqx_cycle_at_depth():
