@@ -209,3 +209,22 @@ def test_shallow_checkpoint_keeps_the_nested_layout(tmp_path):
   target = chain(50)
   nnx.checkpoint.restore(tmp_path / "shallow", target)
   assert_trees_equal(_values(target), _values(shallow))
+
+
+def test_bridge_ties_and_state_below_the_recursive_levels():
+  """Modules past the 40 levels converted by plain recursion go bottom-up; a Variable
+  tied across the whole chain and a BatchStat at its end survive the round trip (120
+  levels: deep enough for that, shallow enough for eqx.tree_at, which recurses)."""
+  m = chain(120, every=7)
+  cur = m
+  while hasattr(cur, "next"):
+    cur = cur.next
+  cur.tied, cur.stat = m.w, nnx.BatchStat(jnp.zeros(3))
+  e, eqx_state = nnx.to_eqx_with_state(m)
+  assert type(e) is nnx.bridge.SharedRoot
+  back = nnx.from_eqx(e, eqx_state)
+  assert same_graph(back, m)
+  end = back
+  while hasattr(end, "next"):
+    end = end.next
+  assert end.tied is back.w
