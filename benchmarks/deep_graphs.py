@@ -1,12 +1,16 @@
-"""Graph work vs depth: split + merge and ``nnx.jit``'s first call on deep graphs.
+"""Graph work vs depth: split + merge, ``nnx.jit``'s first call, the Equinox bridge
+and checkpoints on deep graphs.
 
 Two shapes at depth 100 / 1,000 / 10,000, under Python's default recursion
 limit: a chain of Modules (``m.next.next...``, a Param every 100 levels) and a
 Module holding lists/dicts nested that deep. Each case reports split + merge
 (median of a few runs) and the first call of an ``nnx.jit`` function (walk,
 trace, compile), with ``jax.tree`` flatten + unflatten of the same State as
-the baseline of split + merge. Time should grow linearly with depth (the paths
-of leaves are tuples, so a leaf ``d`` levels deep costs O(d) to name).
+the baseline of split + merge; then ``nnx.to_eqx`` and ``nnx.from_eqx`` of the
+model (median of a few runs) and an orbax checkpoint save + restore into a
+fresh model (one run; a State this deep is stored flat). Time should grow
+linearly with depth (the paths of leaves are tuples, so a leaf ``d`` levels
+deep costs O(d) to name).
 
     python benchmarks/deep_graphs.py            # depths 100, 1000, 10000
     python benchmarks/deep_graphs.py --quick    # depths 100, 1000
@@ -18,6 +22,7 @@ import argparse
 import pathlib
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -73,16 +78,24 @@ def _case(make: Callable[[int], Link], depth: int, runs: int) -> list[dict]:
     nnx.merge(*nnx.split(m))
 
   def flat_round_trip():  # the baseline: the same Variables through a flat pytree
-    leaves, treedef = jax.tree.flatten(list(flat.values()))
+    leaves, treedef = jax.tree.flatten(list(flat.leaves))
     jax.tree.unflatten(treedef, leaves)
 
   def first_jit_call():
     @nnx.jit
     def f(m):
-      return sum(jnp.sum(v.value) for v in nnx.state(m, nnx.Param).flat_state().values())
+      return sum(jnp.sum(v.value) for v in nnx.state(m, nnx.Param).flat_state().leaves)
 
     jax.block_until_ready(f(m))
 
+  eqx_model = nnx.to_eqx(m)
+
+  def checkpoint():
+    with tempfile.TemporaryDirectory() as tmp:
+      path = nnx.checkpoint.save(pathlib.Path(tmp) / "ckpt", m)
+      nnx.checkpoint.restore(path, target)
+
+  target = make(depth)
   rows = [
     {
       "case": case,
@@ -91,6 +104,13 @@ def _case(make: Callable[[int], Link], depth: int, runs: int) -> list[dict]:
     },
     {"case": case, "impl": "nnx_eqx split+merge", "us": 1e6 * _median(split_merge, runs)},
     {"case": case, "impl": "nnx.jit first call", "us": 1e6 * _median(first_jit_call, 1)},
+    {"case": case, "impl": "nnx.to_eqx", "us": 1e6 * _median(lambda: nnx.to_eqx(m), runs)},
+    {
+      "case": case,
+      "impl": "nnx.from_eqx",
+      "us": 1e6 * _median(lambda: nnx.from_eqx(eqx_model), runs),
+    },
+    {"case": case, "impl": "checkpoint save+restore", "us": 1e6 * _median(checkpoint, 1)},
   ]
   return rows
 

@@ -121,3 +121,110 @@ def test_pickle_graphdef_and_flat_state(make):
   g2, flat = pickle.loads(pickle.dumps((graphdef, state.flat_state())))
   assert g2 == graphdef and hash(g2) == hash(graphdef)
   assert same_graph(nnx.merge(g2, nnx.State.from_flat_path(flat)), m)
+
+
+# --------------------------------------------------------------------------
+# The Equinox bridge and checkpoints
+# --------------------------------------------------------------------------
+def _eqx_depth_and_arrays(tree) -> tuple[int, int]:
+  """The nesting depth and array count of an Equinox pytree, one level at a time
+  (jax.tree itself recurses, and overflows beyond about 900 levels)."""
+  deepest, arrays = 0, 0
+  todo = [(tree, 0)]
+  while todo:
+    x, d = todo.pop()
+    deepest = max(deepest, d)
+    if isinstance(x, jax.Array):
+      arrays += 1
+      continue
+    kids, treedef = jax.tree_util.tree_flatten(x, is_leaf=lambda y, x=x: y is not x)
+    if not jax.tree_util.treedef_is_leaf(treedef):
+      todo.extend((k, d + 1) for k in kids)
+  return deepest, arrays
+
+
+def _values(m) -> list:
+  return [v.value for v in nnx.state(m).to_flat_dict().values()]
+
+
+@pytest.mark.parametrize("make", MAKERS)
+def test_to_eqx_from_eqx(make):
+  m = make(DEEP)
+  e, eqx_state = nnx.to_eqx_with_state(m)
+  depth, arrays = _eqx_depth_and_arrays(e)
+  n_params = DEEP // 100 + 1 if make is chain else 1  # (BatchStats are in eqx_state)
+  assert depth > DEEP and arrays == n_params
+  if make is chain:
+    assert nnx.to_eqx(m).next.next.name == "l2"
+    cur, mcur, links = e, m, 0
+    while hasattr(cur, "next"):
+      cur, mcur, links = cur.next, mcur.next, links + 1
+    assert links == DEEP and cur.w is mcur.w.value  # arrays are shared, not copied
+  back = nnx.from_eqx(e, eqx_state)
+  assert same_graph(back, m)  # (types, metadata, sharing, bitwise equal values)
+
+
+def test_to_eqx_cycle_at_depth():
+  m = chain(DEEP)
+  cur = m
+  while hasattr(cur, "next"):
+    cur = cur.next
+  cur.back = m
+  with pytest.raises(nnx.bridge.CycleError, match=r"\.back refers back to its ancestor root"):
+    nnx.to_eqx(m)
+
+
+@pytest.mark.parametrize("make", MAKERS)
+def test_checkpoint_save_restore(make, tmp_path):
+  m = make(DEEP)
+  flat = {p: v.replace(v.value * 2 + 1) for p, v in nnx.state(m).to_flat_dict().items()}
+  nnx.update(m, nnx.State.from_flat_path(flat))
+  path = nnx.checkpoint.save(tmp_path / "ckpt", m)
+  target = make(DEEP)
+  assert nnx.checkpoint.restore(path, target) is target
+  assert_trees_equal(_values(target), [v.value for v in flat.values()])
+  raw = nnx.checkpoint.restore(path)  # the nested dict, as for a shallow checkpoint
+  for name, v in flat.items():
+    d = raw
+    for k in name:
+      d = d[str(k)]
+    assert_trees_equal(d, v.value)
+  (path / "_CHECKPOINT_METADATA").unlink()  # holds the names of the flat layout
+  with pytest.raises(nnx.CheckpointCorruptError, match="_CHECKPOINT_METADATA"):
+    nnx.checkpoint.restore(path, make(DEEP))
+
+
+def test_shallow_checkpoint_keeps_the_nested_layout(tmp_path):
+  import orbax.checkpoint as ocp
+
+  shallow, deep = chain(50), chain(200)
+  for name, m in (("shallow", shallow), ("deep", deep)):
+    nnx.checkpoint.save(tmp_path / name, m)
+  handler = ocp.StandardCheckpointHandler()
+  try:
+    assert set(handler.metadata(tmp_path / "shallow").tree) == {"next", "w"}
+    assert set(handler.metadata(tmp_path / "deep").tree) == {"0", "1", "2"}
+  finally:
+    handler.close()
+  target = chain(50)
+  nnx.checkpoint.restore(tmp_path / "shallow", target)
+  assert_trees_equal(_values(target), _values(shallow))
+
+
+def test_bridge_ties_and_state_below_the_recursive_levels():
+  """Modules past the 40 levels converted by plain recursion go bottom-up; a Variable
+  tied across the whole chain and a BatchStat at its end survive the round trip (120
+  levels: deep enough for that, shallow enough for eqx.tree_at, which recurses)."""
+  m = chain(120, every=7)
+  cur = m
+  while hasattr(cur, "next"):
+    cur = cur.next
+  cur.tied, cur.stat = m.w, nnx.BatchStat(jnp.zeros(3))
+  e, eqx_state = nnx.to_eqx_with_state(m)
+  assert type(e) is nnx.bridge.SharedRoot
+  back = nnx.from_eqx(e, eqx_state)
+  assert same_graph(back, m)
+  end = back
+  while hasattr(end, "next"):
+    end = end.next
+  assert end.tied is back.w

@@ -32,6 +32,7 @@ from ..module._containers import Dict, List
 from ..module._module import Module
 from ._context import FromEqxContext, build_eqx, impl_of
 from ._errors import MissingStateError
+from ._iter import any_leaf, fold, spell
 from ._pickling import made_class
 from ._state import is_index
 from ._static import StaticField, box, is_hashable
@@ -134,33 +135,66 @@ def _unstatic(v: Any) -> Any:
   return v.value if isinstance(v, StaticValue) else v
 
 
-def _dynamic(v: Any) -> bool:
-  if isinstance(v, (Variable, *LEAF_TYPES)) or is_graph_node(v):
-    return True
+def _is_node(v: Any) -> bool:
+  return isinstance(v, (Variable, *LEAF_TYPES)) or is_graph_node(v)
+
+
+def _within(v: Any) -> list | None:
+  """The children ``_dynamic`` looks into (any tuple, list or dict)."""
+  if _is_node(v):
+    return None
   if isinstance(v, (tuple, list)):
-    return any(_dynamic(x) for x in v)
+    return list(enumerate(v))
   if isinstance(v, dict):
-    return any(_dynamic(x) for x in v.values())
-  return False
+    return list(v.items())
+  return None
 
 
-def _spec(v: Any) -> Any:
+def _dynamic(v: Any) -> bool:
+  return any_leaf(v, _within, _is_node)
+
+
+def _spec_children(v: Any) -> list | None:
   if isinstance(v, Variable):
-    return ("var", type(v), _static(tuple(sorted(v.metadata.items()))))
+    return None
   t = type(v)
   if t is List:
-    return ("list", tuple(_spec(x) for x in v))
+    return list(enumerate(v))
   if t is Dict:
-    return ("dict", tuple((k, _spec(v[k])) for k in v))
+    return [(k, v[k]) for k in v]
+  if is_graph_node(v) or isinstance(v, LEAF_TYPES):
+    return None
+  if isinstance(v, (tuple, list)):
+    return list(enumerate(v))
+  if t is dict:
+    return list(v.items())
+  return None
+
+
+def _leaf_spec(v: Any, _at: Any) -> Any:
+  if isinstance(v, Variable):
+    return ("var", type(v), _static(tuple(sorted(v.metadata.items()))))
   if is_graph_node(v):
     return ("node",)
   if isinstance(v, LEAF_TYPES):
     return ("raw",)
-  if isinstance(v, (tuple, list)):
-    return ("seq", t, tuple(_spec(x) for x in v))
-  if t is dict:
-    return ("map", tuple((k, _spec(x)) for k, x in v.items()))
   return ("static",)
+
+
+def _container_spec(v: Any, specs: list) -> Any:
+  t = type(v)
+  if t is List:
+    return ("list", tuple(specs))
+  if t is Dict:
+    return ("dict", tuple(zip(v, specs)))
+  if isinstance(v, (tuple, list)):
+    return ("seq", t, tuple(specs))
+  return ("map", tuple(zip(v, specs)))
+
+
+def _spec(v: Any) -> Any:
+  """How ``nnx.from_eqx`` rebuilds the attribute ``v`` (a nested tuple)."""
+  return fold(v, _spec_children, _leaf_spec, _container_spec)
 
 
 def bridged_from_nnx(module: Any, ctx: ToEqxContext) -> NnxModule:
@@ -189,34 +223,62 @@ def bridged_from_nnx(module: Any, ctx: ToEqxContext) -> NnxModule:
 
 
 def _rebuild(ctx: FromEqxContext, value: Any, spec: tuple, path: tuple) -> Any:
-  kind = spec[0]
-  if kind == "var":
-    md = dict(_unstatic(spec[2]))
-    return ctx.make_variable(value, path, spec[1], None, md)
-  if kind == "node":
-    return ctx.convert(value, path)
-  if kind in ("raw", "static"):
-    return value
-  if kind == "list":
-    return ctx.tied_node(path, lambda: List(_items(ctx, value, spec[1], path)))
-  if kind == "dict":
-    return ctx.tied_node(
-      path,
-      lambda: Dict({k: _rebuild(ctx, value[k], s, path + (jtu.DictKey(k),)) for k, s in spec[1]}),
-    )
-  if kind == "seq":
-    items = _items(ctx, value, spec[2], path)
-    t = spec[1]
-    return items if t is list else (tuple(items) if t is tuple else t(*items))
-  if kind == "map":
-    return {k: _rebuild(ctx, value[k], s, path + (jtu.DictKey(k),)) for k, s in spec[1]}
-  raise AssertionError(spec)
+  """The NNX attribute for the Equinox field ``value`` that ``spec`` describes.
 
+  Works with an explicit stack (the attribute may nest containers thousands of
+  levels deep); a position's path is kept as (parent, key) links and spelt out
+  only where a Variable, a module or a tie needs it.
+  """
 
-def _items(ctx, value, specs, path) -> list:
-  return [
-    _rebuild(ctx, v, s, path + (jtu.SequenceKey(i),)) for i, (v, s) in enumerate(zip(value, specs))
-  ]
+  def at(link: Any) -> tuple:
+    return path + spell(link)
+
+  def tied(link: Any) -> Any:
+    group = ctx._ties.get(at(link)) if ctx._ties else None
+    return None if group is None else ctx._memo.get((group, "node"))
+
+  def expand(elem: tuple) -> list | None:
+    value, spec, link = elem
+    kind = spec[0]
+    if kind in ("list", "seq"):
+      if kind == "list" and tied(link) is not None:
+        return None
+      specs = spec[1] if kind == "list" else spec[2]
+      return [(i, (v, s, (link, jtu.SequenceKey(i)))) for i, (v, s) in enumerate(zip(value, specs))]
+    if kind in ("dict", "map"):
+      if kind == "dict" and tied(link) is not None:
+        return None
+      return [(k, (value[k], s, (link, jtu.DictKey(k)))) for k, s in spec[1]]
+    return None
+
+  def leaf(elem: tuple, _at: Any) -> Any:
+    value, spec, link = elem
+    kind = spec[0]
+    if kind == "var":
+      md = dict(_unstatic(spec[2]))
+      return ctx.make_variable(value, at(link), spec[1], None, md)
+    if kind == "node":
+      return ctx.convert(value, at(link))
+    if kind in ("raw", "static"):
+      return value
+    if kind in ("list", "dict"):
+      return tied(link)
+    raise AssertionError(spec)
+
+  def build(elem: tuple, items: list) -> Any:
+    _, spec, link = elem
+    kind = spec[0]
+    if kind == "list":
+      return ctx.tied_node(at(link) if ctx._ties else path, lambda: List(items))
+    if kind == "dict":
+      keys = [k for k, _ in spec[1]]
+      return ctx.tied_node(at(link) if ctx._ties else path, lambda: Dict(dict(zip(keys, items))))
+    if kind == "seq":
+      t = spec[1]
+      return items if t is list else (tuple(items) if t is tuple else t(*items))
+    return dict(zip([k for k, _ in spec[1]], items))
+
+  return fold((value, spec, None), expand, leaf, build)
 
 
 def bridged_to_nnx(b: NnxModule, ctx: FromEqxContext) -> Any:

@@ -29,11 +29,16 @@ import numpy as np
 
 from ..graph._graph import NodeImpl, is_graph_node, node_impl
 from ..graph._variables import Param, Variable
-from . import _registry
+from . import _deep_eqx, _registry
 from ._errors import UnconvertibleFieldError
+from ._iter import container_items, fold, rebuild_container
 from ._state import EqxState, Link, fmt_path, is_index, state_value
 
 _ARRAYS = (jax.Array, np.ndarray, np.generic)
+
+_RECURSE = 40
+"""``eqx.Module`` conversions nested by plain recursion; deeper ones go bottom-up
+with an explicit stack (``_deep_eqx``)."""
 
 
 def is_array(x: Any) -> bool:
@@ -116,6 +121,8 @@ class FromEqxContext:
     self._keep: set = set()  # groups whose converters must keep Equinox's layout
     self._link_ids: set[int] = set()
     self.in_generic = 0  # > 0 while converting inside a generic module
+    self._level = 0  # eqx.Modules being converted, one inside the other
+    self._done: dict[int, Any] = {}  # id -> NNX object, made bottom-up by `_deep_eqx`
 
   # -- API for converters ---------------------------------------------------
   def child(self, *keys: Any) -> Any:
@@ -148,7 +155,7 @@ class FromEqxContext:
         f" {self.obj.__class__.__name__}."
       )
     value = state_value(index, self.state, path)
-    group = self._ties.get(path)
+    group = self._tie(path)
     out = []
     for i, x in enumerate(value):
       key = (group, ("item", i))
@@ -171,7 +178,7 @@ class FromEqxContext:
     """
     if self.in_generic:
       return True
-    group = self._ties.get(self.path + tuple(map(to_key, keys)))
+    group = self._tie(self.path + tuple(map(to_key, keys)))
     return group is not None and group in self._keep
 
   # -- recursion --------------------------------------------------------------
@@ -188,7 +195,7 @@ class FromEqxContext:
         f" {type(value).__name__}. Fix: check the converter registered for"
         f" {type(self.obj).__name__}."
       )
-    group = self._ties.get(path)
+    group = self._tie(path)
     key = (group, fn)
     if group is not None:
       self._fns.setdefault(group, set()).add(fn)
@@ -204,13 +211,17 @@ class FromEqxContext:
 
   def tied_node(self, path: tuple, make) -> Any:
     """``make()``, or the object already made for a position tied to ``path``."""
-    group = self._ties.get(path)
+    group = self._tie(path)
     if group is None:
       return make()
     out = self._memo.get((group, "node"))
     if out is None:
       out = self._memo[(group, "node")] = make()
     return out
+
+  def _tie(self, path: tuple) -> Any:
+    """The tie group of ``path``, or None (no hashing of long paths when nothing is tied)."""
+    return self._ties.get(path) if self._ties else None
 
   def _link(self, link: Link) -> None:
     if id(link.state_index) not in self._link_ids:
@@ -224,38 +235,58 @@ class FromEqxContext:
     if isinstance(value, eqx.Module):
       if is_index(value):
         return self.make_variable(value, path)
-      group = self._ties.get(path)
-      if group is not None and (group, "node") in self._memo:
-        return self._memo[(group, "node")]
-      out = self._module(value, path)
-      if group is not None:
-        self._memo[(group, "node")] = out
-      return out
+      done = self._done.pop(id(value), None)
+      if done is not None:  # converted bottom-up by `_deep_eqx`
+        return done
+      if self._level >= _RECURSE:
+        return _deep_eqx.convert_below(self, value, path)
+      return self.convert_module(value, path)
     if is_array(value):
       return self.make_variable(value, path)
     if value is None:
       return None
-    t = type(value)
-    if t is tuple or t is list or (isinstance(value, tuple) and hasattr(value, "_fields")):
-      items = [self.convert(v, path + (jtu.SequenceKey(i),)) for i, v in enumerate(value)]
-      return items if t is list else (tuple(items) if t is tuple else t(*items))
-    if t is dict:
-      if not _dict_ok(value) and _has_arrays(value):
+    if container_items(value) is None:
+      if _has_arrays(value):
         raise UnconvertibleFieldError(
-          f"nnx.from_eqx: the dict at {fmt_path(path)} has non-string keys"
-          f" ({[k for k in value if not isinstance(k, str)][:3]}) and holds arrays;"
-          " NNX keeps dicts of nodes as attributes, which need string keys. Fix: use"
-          " string keys, or a tuple/list."
+          f"nnx.from_eqx: {fmt_path(path)} holds a {type(value).__name__} containing"
+          " arrays; the bridge converts arrays, eqx.Modules and tuples/lists/dicts of"
+          f" them. Fix: make {type(value).__name__} an eqx.Module, or register a converter"
+          f" with `nnx.bridge.register({type(value).__name__}, YourNnxModule,"
+          " to_nnx=..., to_eqx=...)`."
         )
-      return {k: self.convert(v, path + (jtu.DictKey(k),)) for k, v in value.items()}
-    if _has_arrays(value):
-      raise UnconvertibleFieldError(
-        f"nnx.from_eqx: {fmt_path(path)} holds a {t.__name__} containing arrays; the"
-        " bridge converts arrays, eqx.Modules and tuples/lists/dicts of them. Fix:"
-        f" make {t.__name__} an eqx.Module, or register a converter with"
-        f" `nnx.bridge.register({t.__name__}, YourNnxModule, to_nnx=..., to_eqx=...)`."
-      )
-    return value  # static: functions, numbers, strings, ...
+      return value  # static: functions, numbers, strings, ...
+
+    def expand(x: Any) -> list | None:
+      items = container_items(x)
+      if items is not None and type(x) is dict and not _dict_ok(x) and _has_arrays(x):
+        raise UnconvertibleFieldError(
+          f"nnx.from_eqx: the dict at {fmt_path(path + tuple(_keys_to(x, value)))} has"
+          f" non-string keys ({[k for k in x if not isinstance(k, str)][:3]}) and holds"
+          " arrays; NNX keeps dicts of nodes as attributes, which need string keys."
+          " Fix: use string keys, or a tuple/list."
+        )
+      return items
+
+    def leaf(x: Any, at: Any) -> Any:
+      if x is None or type(x) in (str, int, float, bool):
+        return x
+      return self.convert(x, at())
+
+    return fold(value, expand, leaf, rebuild_container, path)
+
+  def convert_module(self, value: eqx.Module, path: tuple) -> Any:
+    """Converts the ``eqx.Module`` ``value`` (not a StateIndex) found at ``path``."""
+    group = self._tie(path)
+    if group is not None and (group, "node") in self._memo:
+      return self._memo[(group, "node")]
+    self._level += 1
+    try:
+      out = self._module(value, path)
+    finally:
+      self._level -= 1
+    if group is not None:
+      self._memo[(group, "node")] = out
+    return out
 
   def _module(self, value: eqx.Module, path: tuple) -> Any:
     conv = _registry.lookup_to_nnx(type(value))
@@ -273,6 +304,17 @@ class FromEqxContext:
       return fn(value, self)
     finally:
       self.obj, self.path = saved
+
+
+def _keys_to(target: Any, root: Any) -> tuple:
+  """The keys from ``root`` down to the container ``target`` (for a message)."""
+  todo: list = [((), root)]
+  while todo:
+    keys, x = todo.pop()
+    if x is target:
+      return keys
+    todo.extend((keys + (k,), c) for k, c in container_items(x) or ())
+  return ()
 
 
 def _has_arrays(x: Any) -> bool:

@@ -47,6 +47,10 @@ def from_eqx(eqx_module: Any, state: Any = None) -> Any:
   one shared Variable. ``nnx.to_eqx`` (or ``to_eqx_with_state``) inverts it
   exactly.
 
+  Models of any depth convert under the default recursion limit, without
+  ``jax.tree`` walks over the whole model (JAX's own limit is about 900
+  levels): see the bridge guide.
+
   Args:
     eqx_module: an ``eqx.Module`` (or a list/tuple/dict of them; a root list or
       dict becomes ``nnx.List``/``nnx.Dict``).
@@ -114,6 +118,10 @@ def to_eqx(module: Any) -> Any:
   with ``eqx.nn.Shared`` (the root is then a :class:`nnx.bridge.SharedRoot`).
   ``nnx.from_eqx`` inverts it exactly.
 
+  Any depth converts under the default recursion limit (modules more than 40
+  levels down are converted bottom-up), but ``jax.tree`` functions recurse
+  through the result and fail on one nested deeper than about 900 levels.
+
   Args:
     module: an NNX module without non-Param state.
 
@@ -174,6 +182,6 @@ def to_eqx_with_state(module: Any) -> tuple[Any, eqx.nn.State]:
     True
   """
   model, state, _, _ = to_eqx_parts(module)
-  if state is None:
-    state = eqx.nn.State(model)
+  if state is None:  # no StateIndex anywhere (and the model may be too deep for jax.tree)
+    state = eqx.nn.State(())
   return model, state

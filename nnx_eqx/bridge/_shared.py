@@ -40,6 +40,7 @@ from . import _registry
 from ._bridged import NnxModule, call_nnx
 from ._context import FromEqxContext, build_eqx, navigate
 from ._errors import SharedConversionError
+from ._iter import pytree_children, spell
 from ._state import fmt_path
 from ._to_eqx import ToEqxContext
 
@@ -297,33 +298,28 @@ def shared_root_to_nnx(root: SharedRoot, ctx: FromEqxContext) -> Any:
 _PLAN_CACHE: collections.OrderedDict = collections.OrderedDict()
 
 
-def _one_level(node: Any) -> list:
-  children, treedef = jtu.tree_flatten_with_path(node, is_leaf=lambda x: x is not node)
-  if jtu.treedef_is_leaf(treedef):
-    return []
-  return children
-
-
 def tie_root(tree: Any, ctx: ToEqxContext, root: Any) -> Any:
   """Wraps ``tree`` in :class:`SharedRoot` if an object made from a shared
   Variable/Module occurs at several paths (first occurrence = ``get``)."""
-  first: dict[int, tuple] = {}
+  first: dict[int, Any] = {}
   where_paths: list = []
   get_paths: list = []
   tracked = ctx.tracked
-
-  def scan(node: Any, path: tuple) -> None:
+  # Pre-order with an explicit stack; a path is kept as (parent, key) links and
+  # spelt out only for the tied positions.
+  todo: list = [(tree, None)]
+  while todo:
+    node, link = todo.pop()
     nid = id(node)
     if nid in tracked:
       if nid in first:
-        where_paths.append(path)
-        get_paths.append(first[nid])
-        return
-      first[nid] = path
-    for kp, child in _one_level(node):
-      scan(child, path + kp)
-
-  scan(tree, ())
+        where_paths.append(spell(link))
+        get_paths.append(spell(first[nid]))
+        continue
+      first[nid] = link
+    items, _ = pytree_children(node)
+    if items:
+      todo.extend((child, (link, k)) for k, child in reversed(items))
   if not where_paths:
     return tree
   key = _graphdef(root)

@@ -20,6 +20,7 @@ import jax.tree_util as jtu
 
 from ..graph._variables import Variable
 from ._errors import MissingStateError
+from ._iter import map_pytree
 
 
 class EqxState(Variable):
@@ -138,21 +139,21 @@ def finalize(tree: Any, links: dict) -> tuple[Any, Any, list[Link]]:
   """
   if not links:
     return tree, None, []
-  key_leaves, treedef = jtu.tree_flatten_with_path(tree, is_leaf=is_index)
   prefix = type(tree).__name__
-  new_leaves = []
+  made: list = []
   final: list[Link] = []
-  for kp, leaf in key_leaves:
-    if is_index(leaf):
-      variables, packed = links[leaf.marker]
-      new = eqx.nn.StateIndex(leaf.init)
-      object.__setattr__(new, "marker", prefix + jtu.keystr(kp))  # as make_with_state
-      final.append(Link(new, variables, packed))
-      leaf = new
-    new_leaves.append(leaf)
-  model = jtu.tree_unflatten(treedef, new_leaves)
-  state = eqx.nn.State(model)
-  model = eqx.nn.delete_init_state(model)
+
+  def replace(leaf: Any, kp: tuple) -> Any:
+    variables, packed = links[leaf.marker]
+    new = eqx.nn.StateIndex(leaf.init)
+    object.__setattr__(new, "marker", prefix + jtu.keystr(kp))  # as make_with_state
+    made.append(new)
+    final.append(Link(new, variables, packed))
+    return eqx.nn.delete_init_state(new)
+
+  # (one level at a time: the model may be nested deeper than jax.tree can recurse)
+  model = map_pytree(tree, replace, is_index)
+  state = eqx.nn.State(tuple(made))  # the same entries, in the same order, as State(model)
   final = [link._replace(state_index=eqx.nn.delete_init_state(link.state_index)) for link in final]
   return model, state, final
 

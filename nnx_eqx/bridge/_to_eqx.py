@@ -13,10 +13,15 @@ from ..graph import _node_types
 from ..graph._graph import is_graph_node
 from ..graph._variables import Param, Variable
 from ..module._containers import Dict, List
-from . import _registry
+from . import _deep, _registry
 from ._context import is_array
-from ._errors import CycleError, SharedConversionError, UnconvertibleFieldError
+from ._errors import SharedConversionError, UnconvertibleFieldError
+from ._iter import container_items, fold, rebuild_container
 from ._state import fmt_path
+
+_RECURSE = 40
+"""Graph nodes converted by plain recursion, one inside the other; below that
+depth, ``_deep`` converts each remaining subgraph bottom-up with its own stack."""
 
 
 class ToEqxContext:
@@ -138,35 +143,43 @@ class ToEqxContext:
         return self.array(value, path)
       return self.index_for((value,), [path], False)
     if is_graph_node(value):
-      nid = id(value)
-      if nid in self._stack:
-        raise CycleError(
-          f"nnx.to_eqx: the graph has a reference cycle: {fmt_path(path)} refers back"
-          f" to its ancestor {fmt_path(self._stack[nid])}, and an Equinox pytree"
-          " cannot contain cycles. Fix: break the cycle before converting (e.g."
-          " delete the back-reference attribute and restore it afterwards)."
-        )
-      out = self._nodes.get(nid)
-      if out is not None:
-        return out
-      self._stack[nid] = path
-      try:
-        out = self._module(value, path, state_types)
-      finally:
-        del self._stack[nid]
-      self._nodes[nid] = out
-      self.tracked.add(id(out))
-      self._alive.append(value)
-      return out
+      return self._node(value, path, state_types)
     if isinstance(value, _node_types.LEAF_TYPES):
       return self.array(value, path)
-    t = type(value)
-    if t is tuple or t is list or (isinstance(value, tuple) and hasattr(value, "_fields")):
-      items = [self.convert(v, path + (i,), state_types) for i, v in enumerate(value)]
-      return items if t is list else (tuple(items) if t is tuple else t(*items))
-    if t is dict:
-      return {k: self.convert(v, path + (k,), state_types) for k, v in value.items()}
-    return value
+    if _items(value) is None:
+      return value
+
+    def leaf(x: Any, at: Any) -> Any:
+      if isinstance(x, (Variable, *_node_types.LEAF_TYPES)) or is_graph_node(x):
+        return self.convert(x, at(), state_types)
+      return x
+
+    return fold(value, _items, leaf, rebuild_container, path)
+
+  def _node(self, value: Any, path: tuple, state_types: tuple | None) -> Any:
+    nid = id(value)
+    if nid in self._stack:
+      raise _deep.cycle_error(path, self._stack[nid])
+    out = self._nodes.get(nid)
+    if out is not None:
+      return out
+    if len(self._stack) >= _RECURSE:
+      _deep.convert_below(self, value, path, state_types)
+      return self._nodes[nid]
+    return self.convert_node(value, path, state_types)
+
+  def convert_node(self, value: Any, path: Any, state_types: tuple | None) -> Any:
+    """Converts the graph node ``value`` (not converted yet) at ``path``."""
+    nid = id(value)
+    self._stack[nid] = path
+    try:
+      out = self._module(value, path, state_types)
+    finally:
+      del self._stack[nid]
+    self._nodes[nid] = out
+    self.tracked.add(id(out))
+    self._alive.append(value)
+    return out
 
   def _module(self, value: Any, path: tuple, state_types: tuple | None = None) -> Any:
     t = type(value)
@@ -202,6 +215,11 @@ class ToEqxContext:
           " share it only between layers that store it the same way, or convert"
           " those layers with a custom converter."
         )
+
+
+def _items(x: Any) -> list | None:
+  """The ``(key, child)`` pairs of a tuple/list/namedtuple/dict, None for anything else."""
+  return container_items(x, jax_keys=False)
 
 
 def _get(obj: Any, keys: tuple) -> Any:

@@ -6,6 +6,14 @@ Variable's value when that value is itself a pytree (e.g. an optax state).
 Typed PRNG keys are stored as their raw ``uint32`` key data and re-wrapped on
 restore with the target's key implementation, so the files hold nothing but
 plain numeric arrays.
+
+Deep States (a name longer than :data:`MAX_NESTED` segments, e.g. a chain of
+thousands of Modules) are stored flat instead, because orbax and ``jax.tree``
+recurse through nested dicts and overflow Python's stack beyond about a thousand
+levels: the arrays go into a one-level dict keyed ``"0"``, ``"1"``, ... and the
+name of each (its list of segments) into the checkpoint's JSON metadata under
+``names``. Restoring reads the metadata, so either layout restores into the
+same targets; ordinary checkpoints keep the nested layout.
 """
 
 from __future__ import annotations
@@ -22,6 +30,10 @@ from ..graph._state import State
 from ..graph._variables import Variable
 
 _SCALARS = (bool, int, float, complex)
+
+MAX_NESTED = 100
+"""The most segments a name may have in the nested on-disk layout; a State with a
+longer one is saved flat (see the module doc). Orbax itself fails near 1,000."""
 
 
 class CheckpointMismatchError(GraphStructureError):
@@ -73,6 +85,7 @@ class Layout:
   state: State
   entries: list[Entry]
   treedefs: dict  # state path -> treedef of that leaf's value
+  flat: dict  # state path -> leaf (``state.to_flat_dict()``)
 
   def names(self) -> dict[str, Entry]:
     return {fmt(e.name): e for e in self.entries}
@@ -88,7 +101,8 @@ def layout(state: State) -> Layout:
   entries: list[Entry] = []
   treedefs: dict = {}
   seen: dict[tuple, tuple] = {}
-  for path, leaf in state.to_flat_dict().items():
+  flat = state.to_flat_dict()
+  for path, leaf in flat.items():
     value = leaf.value if isinstance(leaf, Variable) else leaf
     kv, treedef = jax.tree_util.tree_flatten_with_path(value)
     treedefs[path] = treedef
@@ -101,7 +115,7 @@ def layout(state: State) -> Layout:
         )
       seen[name] = path + kp
       entries.append(Entry(path, name, x))
-  return Layout(state, entries, treedefs)
+  return Layout(state, entries, treedefs, flat)
 
 
 def _nest(items) -> dict:
@@ -138,8 +152,11 @@ def _is_empty(x: Any) -> bool:
 
 
 def saveable_tree(lay: Layout) -> tuple[dict, dict]:
-  """The nested dict of arrays that orbax writes, and the zero-size arrays
-  (``{name: [shape, dtype]}``, kept in the JSON metadata: orbax cannot store them).
+  """The dict of arrays that orbax writes, and our JSON metadata for it.
+
+  The metadata holds ``empty``, the zero-size arrays (``{name: [shape,
+  dtype]}``: orbax cannot store them), and for a deep State ``names``, the
+  segments of each array's name in the flat layout (see the module doc).
 
   Raises:
     CheckpointMismatchError: if there is no non-empty array to save.
@@ -156,7 +173,26 @@ def saveable_tree(lay: Layout) -> tuple[dict, dict]:
       "Nothing to save: the State holds no non-empty array. Fix: save a model"
       " that has Variables (a module without state needs no checkpoint)."
     )
-  return _nest(arrays), empty
+  meta: dict = {"empty": empty}
+  if any(len(name) > MAX_NESTED for name, _ in arrays):
+    meta["names"] = [list(name) for name, _ in arrays]
+    return {str(i): x for i, (_, x) in enumerate(arrays)}, meta
+  return _nest(arrays), meta
+
+
+def stored_name(key: tuple[str, ...], names: list | None) -> tuple[str, ...]:
+  """The name of the array that orbax stores under the key path ``key``."""
+  if names is None:
+    return key
+  (i,) = key
+  return tuple(names[int(i)])
+
+
+def unflatten(restored: dict, names: list | None) -> dict:
+  """``restored`` (as orbax read it) as the nested dict of the nested layout."""
+  if names is None:
+    return restored
+  return _nest((tuple(names[int(i)]), x) for i, x in restored.items())
 
 
 def abstract(x: Any) -> jax.ShapeDtypeStruct:
@@ -170,9 +206,15 @@ def abstract(x: Any) -> jax.ShapeDtypeStruct:
   return jax.ShapeDtypeStruct(np.shape(x), x.dtype, sharding=sharding)
 
 
-def abstract_tree(lay: Layout) -> dict:
-  """The restore target handed to orbax (zero-size arrays left out)."""
-  return _nest((e.name, abstract(e.value)) for e in lay.entries if not _is_empty(abstract(e.value)))
+def abstract_tree(lay: Layout, names: list | None = None) -> dict:
+  """The restore target handed to orbax (zero-size arrays left out), nested, or
+  flat when the checkpoint stores ``names`` (see the module doc)."""
+  items = [(e.name, abstract(e.value)) for e in lay.entries]
+  items = [(name, sds) for name, sds in items if not _is_empty(sds)]
+  if names is None:
+    return _nest(items)
+  index = {tuple(n): str(i) for i, n in enumerate(names)}
+  return {index[name]: sds for name, sds in items}
 
 
 def add_empty(restored: dict, empty: dict) -> dict:
@@ -240,7 +282,7 @@ def rebuild(lay: Layout, restored: dict) -> State:
       x = np.asarray(x)
     by_path.setdefault(e.state_path, []).append(x)
   flat = {}
-  for path, leaf in lay.state.to_flat_dict().items():
+  for path, leaf in lay.flat.items():
     value = jax.tree_util.tree_unflatten(lay.treedefs[path], by_path.get(path, []))
     flat[path] = leaf.replace(value) if isinstance(leaf, Variable) else value
   return State.from_flat_path(flat)

@@ -10,10 +10,14 @@ guide (``nnx.state`` → orbax → ``nnx.update``/``nnx.merge``).
 
 On disk a checkpoint is a nested dict of plain arrays keyed by attribute names
 (``{"l1": {"kernel": ...}}``, like ``State.to_pure_dict``); typed PRNG keys are
-stored as key data. Loading goes through orbax's tensorstore and JSON metadata
-only: no pickle anywhere. In a multi-process job every process calls
-:func:`save`; one process alone can restore the result (arrays whose saving
-devices it lacks land on its first local device unless the target says where).
+stored as key data. A State nested deeper than
+``nnx_eqx.training._checkpoint_tree.MAX_NESTED`` (100) levels, which orbax could
+not walk, is stored flat: arrays under ``"0"``, ``"1"``, ... and their names in
+the JSON metadata; :func:`restore` reads either layout. Loading goes through
+orbax's tensorstore and JSON metadata only: no pickle anywhere. In a
+multi-process job every process calls :func:`save`; one process alone can
+restore the result (arrays whose saving devices it lacks land on its first local
+device unless the target says where).
 
 A directory without a checkpoint raises ``CheckpointNotFoundError``; a
 checkpoint one of whose files is truncated, empty, garbled or deleted raises
@@ -115,9 +119,9 @@ def save(directory: str | os.PathLike, target: Any, *, force: bool = False) -> p
       f"save: {path} already exists. Fix: pass force=True to overwrite it, or"
       " choose a new directory (e.g. one per step)."
     )
-  tree, empty = _tree.saveable_tree(_tree.layout(_as_state(target, "save's target")))
+  tree, meta = _tree.saveable_tree(_tree.layout(_as_state(target, "save's target")))
   with ocp.StandardCheckpointer() as ckptr:
-    ckptr.save(path, tree, force=force, custom_metadata={_META_KEY: {"empty": empty}})
+    ckptr.save(path, tree, force=force, custom_metadata={_META_KEY: meta})
     ckptr.wait_until_finished()
   return path
 
@@ -130,7 +134,8 @@ def _not_found(path: pathlib.Path) -> CheckpointNotFoundError:
 
 
 def _stored_arrays(ocp: Any, path: pathlib.Path) -> tuple[dict[str, tuple], dict]:
-  """``({name: (shape, dtype)}, empty)`` of every array in the checkpoint.
+  """``({name: (shape, dtype)}, meta)`` of every array in the checkpoint, where
+  ``meta`` is our JSON metadata (``empty``, and ``names`` in the flat layout).
 
   Reads orbax's step metadata (our custom metadata) and its item metadata
   (the tree of arrays), letting orbax report what it cannot read.
@@ -161,13 +166,16 @@ def _stored_arrays(ocp: Any, path: pathlib.Path) -> tuple[dict[str, tuple], dict
   if step is None:
     assert step_error is not None
     raise _faults.corrupt_checkpoint(path, step_error) from step_error
+  meta = (step.custom_metadata or {}).get(_META_KEY, {})
+  names = meta.get("names")
   flat = jax.tree_util.tree_flatten_with_path(tree, is_leaf=lambda x: hasattr(x, "shape"))[0]
-  stored = {
-    _tree.fmt(tuple(_tree.segment(k) for k in kp)): (tuple(m.shape), m.dtype) for kp, m in flat
-  }
-  empty = (step.custom_metadata or {}).get(_META_KEY, {}).get("empty", {})
+  stored = {}
+  for kp, m in flat:
+    name = _tree.stored_name(tuple(_tree.segment(k) for k in kp), names)
+    stored[_tree.fmt(name)] = (tuple(m.shape), m.dtype)
+  empty = meta.get("empty", {})
   stored.update({n: (tuple(shape), dtype) for n, (shape, dtype) in empty.items()})
-  return stored, empty
+  return stored, meta
 
 
 def _read(ocp: Any, path: pathlib.Path, target: Any) -> Any:
@@ -233,12 +241,13 @@ def restore(directory: str | os.PathLike, target: Any = None) -> Any:
   path = pathlib.Path(directory).absolute()
   if not path.is_dir():
     raise _not_found(path)
-  stored, empty = _stored_arrays(ocp, path)
+  stored, meta = _stored_arrays(ocp, path)
+  names, empty = meta.get("names"), meta.get("empty", {})
   if target is None:
-    return _tree.add_empty(_read(ocp, path, None), empty)
+    return _tree.add_empty(_tree.unflatten(_read(ocp, path, None), names), empty)
   lay = _tree.layout(_as_state(target, "restore's target"))
   _tree.check_compatible(lay, stored)
-  restored = _read(ocp, path, _tree.abstract_tree(lay))
+  restored = _tree.unflatten(_read(ocp, path, _tree.abstract_tree(lay, names)), names)
   new = _tree.rebuild(lay, _tree.add_empty(restored, empty))
   if isinstance(target, State):
     return new
