@@ -36,7 +36,7 @@ from ._node_types import node_impl as node_impl
 from ._node_types import register_graph_node_type as register_graph_node_type
 from ._node_types import register_leaf_type as register_leaf_type
 from ._paths import delete_at, set_in_container
-from ._state import State
+from ._state import State, _flatten_into
 from ._tracing import current_trace
 from ._tree_mode import check_tree_mode
 from ._variables import Variable, new_variable
@@ -56,25 +56,41 @@ _ARRAYS = (jax.Array, np.ndarray)
 # --------------------------------------------------------------------------
 def _build_state(w: Walk, idxs, trace) -> State:
   root: dict = {}
-  slots, paths, parents = w.slots, w.paths, w.parents()
-  from_dict = State._from_dict
-  last = d = None
+  slots, paths, links = w.slots, w.paths, w.leaf_links
+  # the dict of each node/container on the way to a leaf, by ``id`` of its link:
+  # each is made once, so the cost is linear in the nodes, not in the path lengths
+  dicts = {id(None): root}
+  last: Any = dicts  # no link
+  d = None
   for i in idxs:
     s = slots[i]
     if isinstance(s, Variable):
       leaf = new_variable(type(s), s._value, s._metadata.copy(), trace)
     else:
       leaf = s._value
-    parent = parents[i]
-    if parent is not last:  # consecutive leaves of one node share their parent dict
-      last, d = parent, root
-      for k in parent:
-        sub = d.get(k)
-        if sub is None:
-          sub = d[k] = from_dict({})
-        d = sub._mapping
+    link = links[i]
+    if link is not last:  # consecutive leaves of one node share their parent dict
+      last = link
+      d = dicts.get(id(link))
+      if d is None:
+        d = _dict_at(link, dicts)
     d[paths[i][-1]] = leaf  # type: ignore[index]
-  return from_dict(root)
+  return State._from_dict(root)
+
+
+def _dict_at(link, dicts: dict) -> dict:
+  """The State dict at ``link``, made (with those above it) if missing."""
+  missing = []
+  d = dicts.get(id(link))
+  while d is None:
+    missing.append(link)
+    link = link[0]
+    d = dicts.get(id(link))
+  for link in reversed(missing):
+    sub = State._from_dict({})
+    d[link[1]] = sub
+    d = dicts[id(link)] = sub._mapping
+  return d
 
 
 def _walk_for(node: Any, graph: bool, fn_name: str) -> Walk:
@@ -210,25 +226,12 @@ def variables(node: Any, *filters: Filter) -> Any:
   return states[0] if len(flt) == 1 else states
 
 
-def _flat_rec(m: dict, prefix: tuple, out: dict) -> None:
-  stack: list = [(iter(m.items()), prefix)]  # explicit: States may nest at any depth
-  while stack:
-    it, pre = stack[-1]
-    for k, v in it:
-      if type(v) is State:
-        stack.append((iter(v._mapping.items()), pre + (k,)))
-        break
-      out[pre + (k,)] = v
-    else:
-      stack.pop()
-
-
 def _flat_of(states) -> dict:
   flat: dict = {}
   with _BulkOp():  # only on the general path of merge, and for update
     for s in states:
       if isinstance(s, State):
-        _flat_rec(s._mapping, (), flat)
+        _flatten_into(s._mapping, (), flat)
       elif isinstance(s, dict):
         flat.update(State(s).to_flat_dict())
       else:

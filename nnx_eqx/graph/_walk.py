@@ -20,6 +20,7 @@ from . import _node_types, _version
 from ._errors import GraphStructureError
 from ._filters import to_predicate
 from ._graphdef import GraphDef, StaticValue, _metadata_from_def, _var_metadata_def
+from ._links import LinkedPaths, path_of
 from ._node_types import LEAF, MAP, NODE, REF, SEQ, STATIC, VAR, node_impl
 from ._state import State, check_catch_all_last, non_exhaustive_error
 from ._tracing import current_trace
@@ -114,7 +115,10 @@ class Walk:
     paths: per leaf, its first path.
     nodes: per node index, the object (Modules and Variables).
     owners: per leaf, ``(owner_node, key)`` of its first occurrence.
-    node_paths: per node index, its first path.
+    leaf_links: per leaf, the link (see ``_links``) of the node or container
+      holding it (None: the root).
+    node_paths: per node index, its first path (spelled out when read: see
+      ``_links``; ``node_links`` holds the links themselves).
     value_dicts: when every leaf is a Variable, their ``__dict__``s, through
       which values are read and written without attribute lookups; else None.
   """
@@ -125,28 +129,28 @@ class Walk:
     "paths",
     "nodes",
     "owners",
-    "node_paths",
+    "leaf_links",
+    "node_links",
     "epoch",
     "_path_index",
     "_filter_cache",
-    "_parents",
     "refs",
     "value_dicts",
     "shared",
     "__weakref__",
   )
 
-  def __init__(self, graphdef, slots, paths, nodes, owners, node_paths, epoch):
+  def __init__(self, graphdef, slots, paths, nodes, owners, leaf_links, node_links, epoch):
     self.graphdef = graphdef
     self.slots = slots
     self.paths = paths
     self.nodes = nodes
     self.owners = owners
-    self.node_paths = node_paths
+    self.leaf_links = leaf_links
+    self.node_links = node_links
     self.epoch = epoch
     self._path_index: dict | None = None
     self._filter_cache: dict = {}
-    self._parents: list | None = None
     self.refs: tuple = ()
     self.shared: tuple | None = None  # (first path, second path, object) of a repeat
     self.value_dicts: list | None = (
@@ -157,6 +161,11 @@ class Walk:
     # A cached walk lives in its root's ``__dict__`` and holds slots of the
     # objects it walked; a pickled or deep-copied root must walk itself again.
     return _stale_walk, ()
+
+  @property
+  def node_paths(self) -> LinkedPaths:
+    """Per node index, its first path."""
+    return LinkedPaths(self.node_links)
 
   def leaves(self) -> list:
     """The current leaf values, in order."""
@@ -183,14 +192,6 @@ class Walk:
   def leaf_objects(self) -> list:
     """Per leaf, what filters see: the Variable, or the raw array."""
     return [s if isinstance(s, Variable) else s._value for s in self.slots]
-
-  def parents(self) -> list:
-    """Per leaf, its path without the last key; equal prefixes are one object,
-    so consecutive leaves of one node can be recognised by identity."""
-    if self._parents is None:
-      interned: dict = {}
-      self._parents = [interned.setdefault(p[:-1], p[:-1]) for p in self.paths]
-    return self._parents
 
   def path_index(self) -> dict:
     if self._path_index is None:
@@ -245,11 +246,25 @@ class _Frame:
   """A container or graph node being walked: its children, the definitions of
   those done so far, and how to reach a raw array stored under one of its keys."""
 
-  __slots__ = ("tag", "value", "path", "owner", "key", "items", "i", "subs", "lazy", "d", "impl")
+  __slots__ = (
+    "tag",
+    "value",
+    "link",
+    "path",
+    "owner",
+    "key",
+    "items",
+    "i",
+    "subs",
+    "lazy",
+    "d",
+    "impl",
+  )
 
-  def __init__(self, tag, value, path, owner, key, items, lazy, d, impl):
-    self.tag, self.value, self.path, self.owner, self.key = tag, value, path, owner, key
+  def __init__(self, tag, value, link, owner, key, items, lazy, d, impl):
+    self.tag, self.value, self.link, self.owner, self.key = tag, value, link, owner, key
     self.items, self.i, self.subs, self.lazy, self.d, self.impl = items, 0, [], lazy, d, impl
+    self.path = None
 
   def slot(self, k):
     """The slot of a raw array stored under ``k`` of this frame."""
@@ -285,7 +300,9 @@ class _Walker:
     "slots",
     "paths",
     "owners",
-    "node_paths",
+    "node_links",
+    "leaf_links",
+    "keys",
     "shared",
     "holder",
     "depth",
@@ -293,12 +310,14 @@ class _Walker:
 
   def __init__(self):
     self.index: dict[int, int] = {}
-    self.shared: tuple | None = None  # (index, path) of the first repeated reference
+    self.shared: tuple | None = None  # (index, link) of the first repeated reference
     self.nodes: list = []
     self.slots: list = []
     self.paths: list = []
     self.owners: list = []
-    self.node_paths: list = []
+    self.node_links: list = []
+    self.leaf_links: list = []  # per leaf, the link of its parent
+    self.keys: list = []  # the path of the frame being walked
     self.holder: Any = None
     self.depth = 0  # the deepest nesting of nodes/containers met
 
@@ -310,6 +329,7 @@ class _Walker:
       return top
     stack = [top]
     push, enter = stack.append, self.enter
+    keys = self.keys
     f = top
     depth = 1
     while True:
@@ -323,6 +343,7 @@ class _Walker:
           d = enter(v, f.owner, f.key, f, k)
         if type(d) is _Frame:
           push(d)
+          keys.append(k)
           f = d
           if len(stack) > depth:
             depth = len(stack)
@@ -334,41 +355,54 @@ class _Walker:
       if not stack:
         self.depth = depth
         return d
+      keys.pop()
       f = stack[-1]
       f.subs.append(d)
 
-  def register(self, obj, path: tuple) -> Any:
+  def register(self, obj, link) -> Any:
     """``(REF, index)`` if ``obj`` (a Variable or graph node) was met before (the first
-    such path is kept for tree mode's error), else its new index."""
+    such link is kept for tree mode's error), else its new index."""
     i = self.index.get(id(obj))
     if i is not None:
       if self.shared is None:
-        self.shared = (i, path)
+        self.shared = (i, link)
       return (REF, i)
     i = len(self.nodes)
     self.index[id(obj)] = i
     self.nodes.append(obj)
-    self.node_paths.append(path)
+    self.node_links.append(link)
     return i
+
+  def leaf_path(self, parent: _Frame | None, k) -> tuple:
+    """The path of a leaf found under ``k`` of ``parent`` (the frame on top of
+    the stack): O(depth), copied from the stack's keys in one go."""
+    if parent is None:
+      self.leaf_links.append(None)
+      return ()
+    self.leaf_links.append(parent.link)
+    path = parent.path
+    if path is None:
+      path = parent.path = tuple(self.keys)
+    return path + (k,)
 
   def enter(self, value, owner, key, parent: _Frame | None, k) -> Any:
     """The definition of ``value`` (found under key ``k`` of ``parent``) if it has
-    no children to walk, else a frame. Its path is made only where it is kept:
-    static values, the most common children, need none."""
+    no children to walk, else a frame. A node is known by its link (one tuple,
+    see ``_links``); only leaves get their path spelled out (for State keys)."""
     if isinstance(value, Variable):
-      path = () if parent is None else parent.path + (k,)
-      i = self.register(value, path)
+      link = None if parent is None else (parent.link, k)
+      i = self.register(value, link)
       if type(i) is tuple:
         return i
       self.slots.append(value)
-      self.paths.append(path)
+      self.paths.append(self.leaf_path(parent, k))
       self.owners.append((owner, key))
       return (VAR, type(value), i, _var_metadata_def(value._metadata))
     t = type(value)
     impl = node_impl(t)
     if impl is not None:
-      path = () if parent is None else parent.path + (k,)
-      i = self.register(value, path)
+      link = None if parent is None else (parent.link, k)
+      i = self.register(value, link)
       if type(i) is tuple:
         return i
       d = getattr(value, "__dict__", None)
@@ -379,26 +413,25 @@ class _Walker:
         items = list(items)
       if impl is not _MODULE_IMPL_HOLDER[0]:
         d = None
-      return _Frame(NODE, value, path, owner, key, items, i, d, impl)
+      return _Frame(NODE, value, link, owner, key, items, i, d, impl)
     if isinstance(value, _node_types.LEAF_TYPES):
-      path = () if parent is None else parent.path + (k,)
       self.slots.append(self.holder if parent is None else parent.slot(k))
-      self.paths.append(path)
+      self.paths.append(self.leaf_path(parent, k))
       self.owners.append((owner, key))
       return _LEAF_DEF
     if t is tuple or t is list or (isinstance(value, tuple) and hasattr(value, "_fields")):
       if not value:
         return (STATIC, StaticValue(value))
-      path = () if parent is None else parent.path + (k,)
+      link = None if parent is None else (parent.link, k)
       return _Frame(
-        SEQ, value, path, owner, key, list(enumerate(value)), self.lazy(parent, k), None, None
+        SEQ, value, link, owner, key, list(enumerate(value)), self.lazy(parent, k), None, None
       )
     if t is dict or t is State:  # a State held as data is a container of its Variables
       if not value:
         return (STATIC, StaticValue(value))
       items = [(j, value[j]) for j in _sorted_keys(value)]
-      path = () if parent is None else parent.path + (k,)
-      return _Frame(MAP, value, path, owner, key, items, self.lazy(parent, k), None, None)
+      link = None if parent is None else (parent.link, k)
+      return _Frame(MAP, value, link, owner, key, items, self.lazy(parent, k), None, None)
     return (STATIC, StaticValue(value))
 
   def lazy(self, parent: _Frame | None, k) -> _Lazy:
@@ -488,14 +521,15 @@ class WalkSeed:
   Attributes:
     index: ``id(obj) -> node index`` of every object met so far.
     nodes: the objects, by node index (kept alive while the seed lives).
+    node_links: their first paths, as links (see ``_links``).
   """
 
-  __slots__ = ("index", "nodes", "node_paths")
+  __slots__ = ("index", "nodes", "node_links")
 
   def __init__(self):
     self.index: dict[int, int] = {}
     self.nodes: list = []
-    self.node_paths: list = []
+    self.node_links: list = []
 
 
 def walk_uncached(root: Any, leaf_root: bool = False, seed: WalkSeed | None = None) -> Walk:
@@ -508,14 +542,14 @@ def walk_uncached(root: Any, leaf_root: bool = False, seed: WalkSeed | None = No
   """
   w = _Walker()
   if seed is not None:
-    w.index, w.nodes, w.node_paths = seed.index, seed.nodes, seed.node_paths
+    w.index, w.nodes, w.node_links = seed.index, seed.nodes, seed.node_links
   with _BulkOp():
     defn = w.walk(root)
   holder = w.holder
   if defn[0] == STATIC and leaf_root and type(root) in (list, tuple, dict):
     # a container without leaves: a graph with no leaf (its State is empty)
     gd = GraphDef(defn, (), 0, depth=0)
-    return Walk(gd, [], [], [], [], [], _version.current())
+    return Walk(gd, [], [], [], [], [], [], _version.current())
   if defn[0] in (STATIC, LEAF):
     if not leaf_root:
       raise GraphStructureError(
@@ -523,12 +557,14 @@ def walk_uncached(root: Any, leaf_root: bool = False, seed: WalkSeed | None = No
         " Fix: pass an nnx.Module (or a registered graph node type)."
       )
     gd = GraphDef(_LEAF_DEF, ((),), 0, depth=0)
-    return Walk(gd, [holder], [()], [], [(None, None)], [], _version.current())
+    return Walk(gd, [holder], [()], [], [(None, None)], [None], [], _version.current())
   gd = GraphDef(defn, tuple(w.paths), len(w.nodes), depth=w.depth)
-  out = Walk(gd, w.slots, w.paths, w.nodes, w.owners, w.node_paths, _version.current())
+  out = Walk(
+    gd, w.slots, w.paths, w.nodes, w.owners, w.leaf_links, w.node_links, _version.current()
+  )
   if w.shared is not None:
-    i, path = w.shared
-    out.shared = (w.node_paths[i], path, w.nodes[i])
+    i, link = w.shared
+    out.shared = (path_of(w.node_links[i]), path_of(link), w.nodes[i])
   return out
 
 
