@@ -24,6 +24,7 @@ from ._flat_state import FlatState
 from ._graphdef import ApplyCaller as ApplyCaller
 from ._graphdef import GraphDef as GraphDef
 from ._graphdef import StaticValue as StaticValue
+from ._links import is_path, path_of
 from ._node_types import LEAF as _LEAF_TAG
 from ._node_types import MAP as _MAP_TAG
 from ._node_types import NODE as _NODE_TAG
@@ -463,8 +464,8 @@ def update(node: Any, *states: State) -> None:
 
 
 def _node_at(w: Walk, path: tuple):
-  for p, obj in zip(w.node_paths, w.nodes):
-    if p == path and not isinstance(obj, Variable):
+  for link, obj in zip(w.node_links, w.nodes):
+    if is_path(link, path) and not isinstance(obj, Variable):
       return obj
   return None
 
@@ -559,8 +560,8 @@ def set_metadata(node: Any, /, *, only: Filter = Variable, **metadata: Any) -> N
   """
   pred = to_predicate(only)
   w = walk(node, leaf_root=True)
-  for path, obj in zip(w.node_paths, w.nodes):
-    if isinstance(obj, Variable) and pred(path, obj):
+  for link, obj in zip(w.node_links, w.nodes):
+    if isinstance(obj, Variable) and pred(path_of(link), obj):
       obj.set_metadata(**metadata)
 
 

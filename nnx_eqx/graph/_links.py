@@ -26,14 +26,6 @@ def path_of(link: Link) -> tuple:
   return tuple(keys)
 
 
-def link_of(path: tuple) -> Link:
-  """The link of a path (the inverse of :func:`path_of`)."""
-  link = None
-  for k in path:
-    link = (link, k)
-  return link
-
-
 class LinkedPaths(Sequence):
   """A read-only sequence of paths stored as links (each spelled out when read)."""
 
@@ -64,7 +56,7 @@ class LinkedPaths(Sequence):
     links = self.links
     stop = len(links) if stop is None else stop
     for i in range(start, stop):
-      if _is_path(links[i], path):
+      if is_path(links[i], path):
         return i
     raise ValueError(f"{path!r} is not in the paths")
 
@@ -72,7 +64,9 @@ class LinkedPaths(Sequence):
     return f"LinkedPaths({list(self)!r})"
 
 
-def _is_path(link: Link, path: tuple) -> bool:
+def is_path(link: Link, path: tuple) -> bool:
+  """Whether ``link`` stands for ``path`` (compared from the end up: a mismatch
+  is usually found at the first key)."""
   j = len(path)
   while link is not None:
     if not j:
