@@ -27,6 +27,8 @@ from ._tracing import current_trace
 from ._variables import Variable, new_variable
 
 _LEAF_DEF = (LEAF,)
+_PENDING = (STATIC,)
+"""The definition of a static container until an enclosing frame freezes it."""
 _GET_VALUE = operator.itemgetter("_value")
 
 
@@ -259,12 +261,14 @@ class _Frame:
     "lazy",
     "d",
     "impl",
+    "pending",
   )
 
   def __init__(self, tag, value, link, owner, key, items, lazy, d, impl):
     self.tag, self.value, self.link, self.owner, self.key = tag, value, link, owner, key
     self.items, self.i, self.subs, self.lazy, self.d, self.impl = items, 0, [], lazy, d, impl
     self.path = None
+    self.pending = False  # whether a child is a static container not yet frozen
 
   def slot(self, k):
     """The slot of a raw array stored under ``k`` of this frame."""
@@ -275,20 +279,28 @@ class _Frame:
     return _NodeKeySlot(self.value, self.impl, k)
 
   def finish(self) -> tuple:
+    """This frame's definition; a container with only static children is
+    :data:`_PENDING`: frozen (see ``_freeze``) by the first enclosing frame that
+    is not static, so a deep static value is frozen once, not once per level."""
     subs = self.subs
     if self.tag == NODE:
       keys = [k for k, _ in self.items]
       obj, index = self.value, self.lazy  # a node frame keeps its index in ``lazy``
-      return (NODE, type(obj), index, tuple(zip(keys, subs)), self.impl.metadata(obj))
-    if self.tag == SEQ:
-      for s in subs:
-        if s[0] != STATIC:
-          return (SEQ, type(self.value), tuple(subs))
-    else:
-      for s in subs:
-        if s[0] != STATIC:
-          return (MAP, type(self.value), tuple(zip([k for k, _ in self.items], subs)))
-    return (STATIC, StaticValue(self.value))
+      return (NODE, type(obj), index, tuple(zip(keys, self.frozen())), self.impl.metadata(obj))
+    for s in subs:
+      if s[0] != STATIC:
+        if self.tag == SEQ:
+          return (SEQ, type(self.value), tuple(self.frozen()))
+        return (MAP, type(self.value), tuple(zip([k for k, _ in self.items], self.frozen())))
+    return _PENDING
+
+  def frozen(self) -> list:
+    """The children's definitions, static containers among them frozen."""
+    if not self.pending:
+      return self.subs
+    return [
+      (STATIC, StaticValue(v)) if s is _PENDING else s for s, (_, v) in zip(self.subs, self.items)
+    ]
 
 
 class _Walker:
@@ -354,9 +366,11 @@ class _Walker:
       d = f.finish()
       if not stack:
         self.depth = depth
-        return d
+        return (STATIC, StaticValue(f.value)) if d is _PENDING else d
       keys.pop()
       f = stack[-1]
+      if d is _PENDING:
+        f.pending = True
       f.subs.append(d)
 
   def register(self, obj, link) -> Any:
