@@ -156,6 +156,7 @@ def map_defn(defn: tuple, fn: Callable[[tuple, Any], tuple]) -> tuple:
       continue
     stack.pop()
     d, _, keyed, _, subs = f
+    out: tuple
     if d[0] == NODE:
       out = (NODE, d[1], d[2], tuple(zip([k for k, _ in keyed], subs)), d[4])
     elif d[0] == SEQ:
