@@ -24,7 +24,7 @@ from ._flat_state import FlatState
 from ._graphdef import ApplyCaller as ApplyCaller
 from ._graphdef import GraphDef as GraphDef
 from ._graphdef import StaticValue as StaticValue
-from ._links import is_path, path_of
+from ._links import is_path, path_of, sorted_paths
 from ._node_types import LEAF as _LEAF_TAG
 from ._node_types import MAP as _MAP_TAG
 from ._node_types import NODE as _NODE_TAG
@@ -603,8 +603,12 @@ def iter_graph(node: Any, *, graph: bool = True) -> Iterator[tuple[tuple, Any]]:
       stack.extend((sub, (*path, k), False) for k, sub in reversed(d[2]))
 
 
+def _key_sort_key(k):
+  return (type(k).__name__, k)
+
+
 def _path_sort_key(path):
-  return tuple((type(k).__name__, k) for k in path)
+  return tuple(map(_key_sort_key, path))
 
 
 def iter_modules(node: Any, *, graph: bool = True) -> Iterator[tuple[tuple, Any]]:
@@ -619,9 +623,9 @@ def iter_modules(node: Any, *, graph: bool = True) -> Iterator[tuple[tuple, Any]
     ['Linear']
   """
   w = _walk_for(node, graph, "iter_modules")
-  items = [(p, n) for p, n in zip(w.node_paths, w.nodes) if is_graph_node(n)]
-  items.sort(key=lambda pn: _path_sort_key(pn[0]))
-  yield from items
+  nodes = [(link, n) for link, n in zip(w.node_links, w.nodes) if is_graph_node(n)]
+  for i, path in sorted_paths([link for link, _ in nodes], _key_sort_key):
+    yield path, nodes[i][1]
 
 
 # --------------------------------------------------------------------------

@@ -76,3 +76,34 @@ def is_path(link: Link, path: tuple) -> bool:
     if k != path[j]:
       return False
   return not j
+
+
+def sorted_paths(links: Sequence[Link], key: Any) -> Iterator[tuple[int, tuple]]:
+  """``(position, path)`` of every link, in the order of their paths sorted with
+  each key mapped by ``key``; linear in the links met on the way plus the paths
+  made (sorting whole paths would compare their common prefixes every time).
+  Links must not repeat."""
+  at: dict[int, int] = {id(link): i for i, link in enumerate(links)}
+  children: dict[int, list] = {}  # the trie of the links and their ancestors
+  placed: set[int] = set()
+  for link in links:
+    while link is not None and id(link) not in placed:
+      placed.add(id(link))
+      children.setdefault(id(link[0]), []).append(link)
+      link = link[0]
+  keys: list = []
+  stack: list = [iter(sorted(children.get(id(None), ()), key=lambda c: key(c[1])))]
+  if id(None) in at:
+    yield at[id(None)], ()
+  while stack:
+    for link in stack[-1]:
+      keys.append(link[1])
+      i = at.get(id(link))
+      if i is not None:
+        yield i, tuple(keys)
+      stack.append(iter(sorted(children.get(id(link), ()), key=lambda c: key(c[1]))))
+      break
+    else:
+      stack.pop()
+      if keys:
+        keys.pop()
