@@ -180,3 +180,5 @@ def test_recursive_map_and_iteration_at_depth(make):
   paths = [p for p, _ in nnx.graph.iter_graph(m)]
   assert max(map(len, paths)) >= DEEP and paths[-1] == ()  # children before their parent
   assert [k for k, _ in nnx.iter_module_children(m)] == ["next" if make is chain else "deep"]
+  modules = [p for p, _ in nnx.iter_modules(m)]  # parents first
+  assert modules[0] == () and len(modules) > DEEP and len(modules[-1]) >= DEEP
