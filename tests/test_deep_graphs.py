@@ -228,3 +228,64 @@ def test_bridge_ties_and_state_below_the_recursive_levels():
   while hasattr(end, "next"):
     end = end.next
   assert end.tied is back.w
+
+
+@pytest.mark.parametrize("make", MAKERS)
+def test_repr_and_treescope_bounded_at_depth(make):
+  treescope = pytest.importorskip("treescope")
+  m = make(DEEP)
+  graphdef, state = nnx.split(m)
+  text = repr(m)
+  assert text.startswith("Link(") and "(...)" in text and len(text) < 100_000
+  text = repr(state)
+  assert text.startswith("State({") and "State({...})" in text
+  assert len(text) < 100_000  # elided past STATE_DEPTH, not 10,000 levels of indentation
+  for obj in (m, graphdef, state):
+    assert "(...)" in treescope.render_to_text(obj) or "<...>" in treescope.render_to_text(obj)
+  nnx.display(state)
+
+
+def test_deep_static_value_is_hashed_and_compared_at_depth():
+  def config(depth):
+    x: object = [1]
+    for i in range(depth):
+      x = [x, i] if i % 2 else {"a": x, "b": "static"}
+    return x
+
+  def holder(cfg):
+    m = Link()
+    m.cfg, m.w = cfg, nnx.Param(jnp.ones(()))
+    return m
+
+  graphdef, state = nnx.split(holder(config(DEEP)))
+  same, other = nnx.graphdef(holder(config(DEEP))), nnx.graphdef(holder(config(DEEP - 1)))
+  assert same == graphdef and hash(same) == hash(graphdef)
+  assert other != graphdef
+  assert nnx.graphdef(nnx.merge(graphdef, state)) == graphdef
+
+
+@pytest.mark.parametrize("make", MAKERS)
+def test_map_strips_variables_at_depth(make):
+  m = make(DEEP)
+  doubled = nnx.map(lambda path, v: v.value * 2, m)
+  leaves = [getattr(v, "value", v) for v in nnx.state(doubled).to_flat_dict().values()]
+  want = [v.value * 2 for v in nnx.state(m).to_flat_dict().values()]
+  assert_trees_equal(leaves, want)
+
+
+@pytest.mark.parametrize("make", MAKERS)
+def test_recursive_map_and_iteration_at_depth(make):
+  m = make(DEEP)
+  seen = []
+
+  def f(path, x):
+    seen.append(len(path))
+    return x
+
+  copy = nnx.recursive_map(f, m)
+  assert same_graph(copy, m) and copy is not m and max(seen) >= DEEP
+  paths = [p for p, _ in nnx.graph.iter_graph(m)]
+  assert max(map(len, paths)) >= DEEP and paths[-1] == ()  # children before their parent
+  assert [k for k, _ in nnx.iter_module_children(m)] == ["next" if make is chain else "deep"]
+  modules = [p for p, _ in nnx.iter_modules(m)]  # parents first
+  assert modules[0] == () and len(modules) > DEEP and len(modules[-1]) >= DEEP

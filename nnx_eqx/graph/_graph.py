@@ -24,6 +24,7 @@ from ._flat_state import FlatState
 from ._graphdef import ApplyCaller as ApplyCaller
 from ._graphdef import GraphDef as GraphDef
 from ._graphdef import StaticValue as StaticValue
+from ._links import is_path, path_of, sorted_paths
 from ._node_types import LEAF as _LEAF_TAG
 from ._node_types import MAP as _MAP_TAG
 from ._node_types import NODE as _NODE_TAG
@@ -36,7 +37,7 @@ from ._node_types import node_impl as node_impl
 from ._node_types import register_graph_node_type as register_graph_node_type
 from ._node_types import register_leaf_type as register_leaf_type
 from ._paths import delete_at, set_in_container
-from ._state import State
+from ._state import State, _flatten_into
 from ._tracing import current_trace
 from ._tree_mode import check_tree_mode
 from ._variables import Variable, new_variable
@@ -56,25 +57,41 @@ _ARRAYS = (jax.Array, np.ndarray)
 # --------------------------------------------------------------------------
 def _build_state(w: Walk, idxs, trace) -> State:
   root: dict = {}
-  slots, paths, parents = w.slots, w.paths, w.parents()
-  from_dict = State._from_dict
-  last = d = None
+  slots, paths, links = w.slots, w.paths, w.leaf_links
+  # the dict of each node/container on the way to a leaf, by ``id`` of its link:
+  # each is made once, so the cost is linear in the nodes, not in the path lengths
+  dicts = {id(None): root}
+  last: Any = dicts  # no link
+  d = None
   for i in idxs:
     s = slots[i]
     if isinstance(s, Variable):
       leaf = new_variable(type(s), s._value, s._metadata.copy(), trace)
     else:
       leaf = s._value
-    parent = parents[i]
-    if parent is not last:  # consecutive leaves of one node share their parent dict
-      last, d = parent, root
-      for k in parent:
-        sub = d.get(k)
-        if sub is None:
-          sub = d[k] = from_dict({})
-        d = sub._mapping
+    link = links[i]
+    if link is not last:  # consecutive leaves of one node share their parent dict
+      last = link
+      d = dicts.get(id(link))
+      if d is None:
+        d = _dict_at(link, dicts)
     d[paths[i][-1]] = leaf  # type: ignore[index]
-  return from_dict(root)
+  return State._from_dict(root)
+
+
+def _dict_at(link, dicts: dict) -> dict:
+  """The State dict at ``link``, made (with those above it) if missing."""
+  missing = []
+  d = dicts.get(id(link))
+  while d is None:
+    missing.append(link)
+    link = link[0]
+    d = dicts.get(id(link))
+  for link in reversed(missing):
+    sub = State._from_dict({})
+    d[link[1]] = sub
+    d = dicts[id(link)] = sub._mapping
+  return d
 
 
 def _walk_for(node: Any, graph: bool, fn_name: str) -> Walk:
@@ -210,25 +227,12 @@ def variables(node: Any, *filters: Filter) -> Any:
   return states[0] if len(flt) == 1 else states
 
 
-def _flat_rec(m: dict, prefix: tuple, out: dict) -> None:
-  stack: list = [(iter(m.items()), prefix)]  # explicit: States may nest at any depth
-  while stack:
-    it, pre = stack[-1]
-    for k, v in it:
-      if type(v) is State:
-        stack.append((iter(v._mapping.items()), pre + (k,)))
-        break
-      out[pre + (k,)] = v
-    else:
-      stack.pop()
-
-
 def _flat_of(states) -> dict:
   flat: dict = {}
   with _BulkOp():  # only on the general path of merge, and for update
     for s in states:
       if isinstance(s, State):
-        _flat_rec(s._mapping, (), flat)
+        _flatten_into(s._mapping, (), flat)
       elif isinstance(s, dict):
         flat.update(State(s).to_flat_dict())
       else:
@@ -460,8 +464,8 @@ def update(node: Any, *states: State) -> None:
 
 
 def _node_at(w: Walk, path: tuple):
-  for p, obj in zip(w.node_paths, w.nodes):
-    if p == path and not isinstance(obj, Variable):
+  for link, obj in zip(w.node_links, w.nodes):
+    if is_path(link, path) and not isinstance(obj, Variable):
       return obj
   return None
 
@@ -556,8 +560,8 @@ def set_metadata(node: Any, /, *, only: Filter = Variable, **metadata: Any) -> N
   """
   pred = to_predicate(only)
   w = walk(node, leaf_root=True)
-  for path, obj in zip(w.node_paths, w.nodes):
-    if isinstance(obj, Variable) and pred(path, obj):
+  for link, obj in zip(w.node_links, w.nodes):
+    if isinstance(obj, Variable) and pred(path_of(link), obj):
       obj.set_metadata(**metadata)
 
 
@@ -599,8 +603,12 @@ def iter_graph(node: Any, *, graph: bool = True) -> Iterator[tuple[tuple, Any]]:
       stack.extend((sub, (*path, k), False) for k, sub in reversed(d[2]))
 
 
+def _key_sort_key(k):
+  return (type(k).__name__, k)
+
+
 def _path_sort_key(path):
-  return tuple((type(k).__name__, k) for k in path)
+  return tuple(map(_key_sort_key, path))
 
 
 def iter_modules(node: Any, *, graph: bool = True) -> Iterator[tuple[tuple, Any]]:
@@ -615,9 +623,9 @@ def iter_modules(node: Any, *, graph: bool = True) -> Iterator[tuple[tuple, Any]
     ['Linear']
   """
   w = _walk_for(node, graph, "iter_modules")
-  items = [(p, n) for p, n in zip(w.node_paths, w.nodes) if is_graph_node(n)]
-  items.sort(key=lambda pn: _path_sort_key(pn[0]))
-  yield from items
+  nodes = [(link, n) for link, n in zip(w.node_links, w.nodes) if is_graph_node(n)]
+  for i, path in sorted_paths([link for link, _ in nodes], _key_sort_key):
+    yield path, nodes[i][1]
 
 
 # --------------------------------------------------------------------------

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import types
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import jax
 import numpy as np
 
+from ._node_types import MAP, NODE, SEQ
 from ._nodedefs import TreeNodeDef, node_views
 
 ENGINE: dict[str, Any] = {}
@@ -18,13 +20,36 @@ ENGINE: dict[str, Any] = {}
 # --------------------------------------------------------------------------
 # Static values and GraphDef
 # --------------------------------------------------------------------------
+_CONTAINERS = (list, tuple, dict, set, frozenset)
+
+
 def _freeze(x: Any) -> Any:
-  if isinstance(x, (list, tuple)):
-    return (type(x).__name__, tuple(_freeze(e) for e in x))
-  if isinstance(x, dict):
-    return ("dict", tuple((k, _freeze(v)) for k, v in x.items()))
-  if isinstance(x, (set, frozenset)):
-    return ("set", frozenset(_freeze(e) for e in x))
+  """A hashable stand-in for ``x``, equal for structurally equal values.
+
+  Lists, tuples and dicts become one flat tuple in preorder, each container a
+  ``(type name, length or keys)`` marker before its items, so that values
+  nested at any depth are frozen, hashed and compared without recursion.
+  """
+  if not isinstance(x, _CONTAINERS):
+    return _freeze_atom(x)
+  out: list = []
+  stack = [x]
+  while stack:
+    v = stack.pop()
+    if isinstance(v, (list, tuple)):
+      out.append((type(v).__name__, len(v)))
+      stack.extend(reversed(v))
+    elif isinstance(v, dict):
+      out.append(("dict", tuple(v)))
+      stack.extend(reversed(v.values()))
+    elif isinstance(v, (set, frozenset)):  # of hashable (so shallow) elements
+      out.append(("set", frozenset(map(_freeze, v))))
+    else:
+      out.append(_freeze_atom(v))
+  return tuple(out)
+
+
+def _freeze_atom(x: Any) -> Any:
   try:
     hash(x)
   except TypeError:
@@ -106,6 +131,54 @@ def unflatten_defn(shape: list, atoms: list) -> tuple:
         return items[0]
       item = tuple(items)
   raise AssertionError("truncated definition")
+
+
+def map_defn(defn: tuple, fn: Callable[[tuple, Any], tuple]) -> tuple:
+  """``defn`` with every definition that is not a node or container replaced by
+  ``fn(definition, link)`` (``link``: its path, see ``_links``), called in walk
+  order; iterative, so any depth, and O(1) per definition."""
+  top = _map_frame(defn, None)
+  if top is None:
+    return fn(defn, None)
+  stack = [top]
+  while True:
+    f = stack[-1]
+    keyed, i = f[2], f[3]
+    if i < len(keyed):
+      f[3] = i + 1
+      k, sub = keyed[i]
+      link = (f[1], k)
+      g = _map_frame(sub, link)
+      if g is None:
+        f[4].append(fn(sub, link))
+      else:
+        stack.append(g)
+      continue
+    stack.pop()
+    d, _, keyed, _, subs = f
+    out: tuple
+    if d[0] == NODE:
+      out = (NODE, d[1], d[2], tuple(zip([k for k, _ in keyed], subs)), d[4])
+    elif d[0] == SEQ:
+      out = (SEQ, d[1], tuple(subs))
+    else:
+      out = (MAP, d[1], tuple(zip([k for k, _ in keyed], subs)))
+    if not stack:
+      return out
+    stack[-1][4].append(out)
+
+
+def _map_frame(d: tuple, link: Any) -> list | None:
+  """``[definition, link, (key, sub) pairs, next position, mapped subs]`` for a
+  node or container definition, else None."""
+  tag = d[0]
+  if tag == NODE:
+    return [d, link, d[3], 0, []]
+  if tag == SEQ:
+    return [d, link, list(enumerate(d[2])), 0, []]
+  if tag == MAP:
+    return [d, link, d[2], 0, []]
+  return None
 
 
 NATIVE_DEPTH = 100

@@ -24,8 +24,9 @@ from . import _graph, _graph_mode
 from ._duplicates import variable_paths
 from ._errors import FilterError, GraphStructureError
 from ._filters import Filter, to_predicate
-from ._graphdef import GraphDef
-from ._node_types import LEAF, MAP, NODE, REF, SEQ, VAR, is_node
+from ._graphdef import GraphDef, map_defn
+from ._links import path_of
+from ._node_types import LEAF, REF, VAR, is_node
 from ._state import State
 from ._tree_mode import check_tree_mode
 from ._variables import Variable
@@ -93,30 +94,27 @@ def without_variables(graphdef: GraphDef) -> GraphDef:
     GraphStructureError: if a Variable is reachable by two paths (its value
       would have to be in two places).
   """
-  var_paths: dict[int, tuple] = {}
+  var_links: dict[int, Any] = {}  # the Variables met, by index: their paths as links
 
-  def strip(d: tuple, path: tuple) -> tuple:
+  def strip(d: tuple, link: Any) -> tuple:
     tag = d[0]
     if tag == VAR:
-      var_paths[d[2]] = path
+      var_links[d[2]] = link
       return (LEAF,)
-    if tag == REF and d[1] in var_paths:
+    if tag == REF and d[1] in var_links:
       raise GraphStructureError(
-        f"The Variable at {_fmt(var_paths[d[1]])} is also reached at {_fmt(path)}, so it"
-        " cannot be replaced by a plain value. Fix: keep the Variables (recreate them),"
-        " or remove the shared reference."
+        f"The Variable at {_fmt(path_of(var_links[d[1]]))} is also reached at"
+        f" {_fmt(path_of(link))}, so it cannot be replaced by a plain value. Fix: keep the"
+        " Variables (recreate them), or remove the shared reference."
       )
-    if tag == NODE:
-      _, cls, i, attrs, meta = d
-      return (NODE, cls, i, tuple((k, strip(s, (*path, k))) for k, s in attrs), meta)
-    if tag == SEQ:
-      return (SEQ, d[1], tuple(strip(s, (*path, j)) for j, s in enumerate(d[2])))
-    if tag == MAP:
-      return (MAP, d[1], tuple((k, strip(s, (*path, k))) for k, s in d[2]))
     return d
 
   return GraphDef(
-    strip(graphdef.defn, ()), graphdef.paths, graphdef.n_nodes, graphdef.tree, depth=graphdef.depth
+    map_defn(graphdef.defn, strip),
+    graphdef.paths,
+    graphdef.n_nodes,
+    graphdef.tree,
+    depth=graphdef.depth,
   )
 
 

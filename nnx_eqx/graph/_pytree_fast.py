@@ -39,6 +39,7 @@ from typing import Any
 
 from . import _version
 from ._graphdef import GraphDef
+from ._links import LinkedPaths
 from ._node_types import LEAF, MAP, NODE, REF, SEQ, STATIC, VAR, node_impl
 from ._tracing import current_trace
 from ._variables import Variable
@@ -161,19 +162,20 @@ class Template:
     self.node_ops: list = []
     self.fills: list = []  # (index, impl or None for Modules, [(key, value expr)])
     module_impl = _MODULE_IMPL_HOLDER[0]
-    # (definition, path, whether it is an attribute of the Module ``owner``, owner)
-    stack: list = [(gd.defn, (), False, None)]
+    # (definition, its path as a link (see ``_links``), whether it is an attribute
+    # of the Module ``owner``, owner)
+    stack: list = [(gd.defn, None, False, None)]
     while stack and self.ok:
-      d, path, direct, owner = stack.pop()
+      d, link, direct, owner = stack.pop()
       tag = d[0]
       if tag == VAR:
         _, cls, i, mdef = d
-        node_paths[i] = path
+        node_paths[i] = link
         leaf_src.append((i, cls, dict(mdef.value) if mdef else {}))
         self.ok = self.ok and _plain(cls, _VAR_FIELDS)
       elif tag == NODE:
         _, cls, i, attrs, meta = d
-        node_paths[i] = path
+        node_paths[i] = link
         impl = node_impl(cls)
         # a Module is filled attribute by attribute, unless its class has a data
         # descriptor of one of their names: then through its impl, as another node type
@@ -190,16 +192,16 @@ class Template:
         self.node_ops.append((i, cls, statics, None if is_module else impl, meta))
         self.fills.append((i, None if is_module else impl, dyn))
         # the children's first occurrences, in walk order
-        stack.extend((sub, (*path, k), is_module, i) for k, sub in reversed(attrs))
+        stack.extend((sub, (link, k), is_module, i) for k, sub in reversed(attrs))
       elif tag == LEAF:
         if direct:  # a raw array attribute of a Module
-          leaf_src.append((owner, path[-1]))
+          leaf_src.append((owner, link[1]))
         else:  # inside a list/dict attribute, or of another node type: slots not built here
           self.ok = False
       elif tag in (SEQ, MAP):
         items = enumerate(d[2]) if tag == SEQ else d[2]
-        stack.extend((sub, (*path, k), False, None) for k, sub in reversed(list(items)))
-    self.node_paths = tuple(node_paths)
+        stack.extend((sub, (link, k), False, None) for k, sub in reversed(list(items)))
+    self.node_paths = LinkedPaths(node_paths)
     self.var_ops: tuple = ()
     self.raw_ops: tuple = ()
     self.keys: tuple | None = None

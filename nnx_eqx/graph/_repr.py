@@ -4,9 +4,11 @@ Terminal reprs are compact (the first line of a Module counts its Variables' ele
 and bytes per type, as flax.nnx does): arrays with more than ``SMALL_ARRAY`` elements
 are summarised as ``float32[64, 32]``, tracers as ``Traced<float32[3]>``,
 a Module or Variable reached a second time is printed once and then marked
-``# shared with <path>``, and nesting deeper than ``MAX_DEPTH`` is elided.
-In notebooks, treescope renders the same objects as foldable trees (flax.nnx
-does the same), with one colour per Variable type.
+``# shared with <path>``, and nesting deeper than ``MAX_DEPTH`` is elided
+(``STATE_DEPTH`` for States). In notebooks, treescope renders the same objects
+as foldable trees (flax.nnx does the same), with one colour per Variable type,
+down to ``TREESCOPE_DEPTH`` levels (treescope recurses once per level).
+So a graph of any depth prints in time and size bounded by what is shown.
 """
 
 from __future__ import annotations
@@ -23,7 +25,16 @@ from ._state import State
 from ._variables import Variable
 
 MAX_DEPTH = 8
-"""Modules nested deeper than this print as ``Name(...)``."""
+"""Modules nested deeper than this print as ``Name(...)``; so do lists, tuples
+and dicts nested deeper than this inside one attribute."""
+
+STATE_DEPTH = 64
+"""States nested deeper than this print as ``State({...})``."""
+
+TREESCOPE_DEPTH = 16
+"""Modules, States, GraphDef nodes and containers nested deeper than this are
+rendered by treescope as ``Name(...)``: treescope recurses once per level, so
+deeper trees would exceed Python's recursion limit."""
 
 SMALL_ARRAY = 4
 """Arrays with at most this many elements print their values."""
@@ -204,18 +215,24 @@ def size_comment(node: Any) -> str:
 
 
 def _has_nodes(v: Any) -> bool:
-  if is_node(v):
-    return True
-  if isinstance(v, (list, tuple)):
-    return any(_has_nodes(e) for e in v)
-  if isinstance(v, dict):
-    return any(_has_nodes(e) for e in v.values())
+  stack = [v]  # explicit: containers may nest at any depth
+  while stack:
+    x = stack.pop()
+    if is_node(x):
+      return True
+    if isinstance(x, (list, tuple)):
+      stack.extend(x)
+    elif isinstance(x, dict):
+      stack.extend(x.values())
   return False
 
 
-def _value_repr(v: Any, indent: str, seen: dict, depth: int, path: tuple, max_depth: int) -> str:
+def _value_repr(
+  v: Any, indent: str, seen: dict, depth: int, path: tuple, max_depth: int, nest: int = 0
+) -> str:
   """Repr of one attribute value: Modules and Variables (also inside tuples,
-  lists and dicts) recursively with sharing marks, anything else compactly."""
+  lists and dicts, ``nest`` deep) recursively with sharing marks, anything
+  else compactly."""
   if is_graph_node(v):
     return module_repr(v, indent, seen, depth + 1, path, max_depth)
   if isinstance(v, Variable):
@@ -224,19 +241,21 @@ def _value_repr(v: Any, indent: str, seen: dict, depth: int, path: tuple, max_de
     seen[id(v)] = path
     return repr(v)
   if isinstance(v, (list, tuple, dict)) and _has_nodes(v):
+    open_, close = "{}" if isinstance(v, dict) else "[]" if isinstance(v, list) else "()"
+    if nest >= max_depth:
+      return f"{open_}...{close}"
     inner = indent + "  "
+    n = nest + 1
     if isinstance(v, dict):
       items = [
-        f"{inner}{k!r}: {_value_repr(e, inner, seen, depth, path + (k,), max_depth)}"
+        f"{inner}{k!r}: {_value_repr(e, inner, seen, depth, path + (k,), max_depth, n)}"
         for k, e in v.items()
       ]
-      open_, close = "{", "}"
     else:
       items = [
-        f"{inner}{_value_repr(e, inner, seen, depth, path + (i,), max_depth)}"
+        f"{inner}{_value_repr(e, inner, seen, depth, path + (i,), max_depth, n)}"
         for i, e in enumerate(v)
       ]
-      open_, close = ("[", "]") if isinstance(v, list) else ("(", ")")
     return f"{open_}\n" + ",\n".join(items) + f"\n{indent}{close}"
   return _leaf(v)
 
@@ -252,6 +271,9 @@ def state_repr(s, indent: str = "") -> str:
       lines[-1] += out
       out = None
     for k, v in it:
+      if isinstance(v, State) and len(v) and len(stack) >= STATE_DEPTH:
+        lines.append(f"{inner}{k!r}: State({{...}})")
+        continue
       if isinstance(v, State) and len(v):
         lines.append(f"{inner}{k!r}: ")
         stack.append((iter(v.items()), inner, []))
@@ -294,14 +316,58 @@ def variable_color(cls: type) -> str:
   return _DEFAULT_COLOR
 
 
+_TS_LEVEL = [0]  # how many of our treescope handlers are rendering now
+
+
+def _counted(subtree_renderer):
+  """``subtree_renderer``, counting the levels our handlers are nested in."""
+
+  def render(*args, **kwargs):
+    _TS_LEVEL[0] += 1
+    try:
+      return subtree_renderer(*args, **kwargs)
+    finally:
+      _TS_LEVEL[0] -= 1
+
+  return render
+
+
+def _too_deep(obj: Any) -> Any:
+  """Treescope's text for ``obj`` when it is nested too deep to render, else None."""
+  if _TS_LEVEL[0] < TREESCOPE_DEPTH:
+    return None
+  from treescope import rendering_parts  # only when a notebook renders
+
+  return rendering_parts.text(f"{type(obj).__name__}(...)")
+
+
+def _bounded(v: Any) -> Any:
+  """``v``, or a note when it holds lists/tuples/dicts nested deeper than
+  ``TREESCOPE_DEPTH`` (which treescope's own handlers would recurse through)."""
+  if not isinstance(v, (list, tuple, dict)):
+    return v
+  stack = [(v, 1)]
+  while stack:
+    x, n = stack.pop()
+    if n > TREESCOPE_DEPTH:
+      return _Note(f"{type(v).__name__}(...)  # nested deeper than {TREESCOPE_DEPTH}")
+    for e in x.values() if isinstance(x, dict) else x:
+      if isinstance(e, (list, tuple, dict)):
+        stack.append((e, n + 1))
+  return v
+
+
 def treescope_module(m, path, subtree_renderer):
   from treescope import repr_lib  # only when a notebook renders: keeps `import nnx_eqx` light
 
+  deep = _too_deep(m)
+  if deep is not None:
+    return deep
   return repr_lib.render_object_constructor(
     object_type=type(m),
-    attributes={str(k): v for k, v in _children(m)},
+    attributes={str(k): _bounded(v) for k, v in _children(m)},
     path=path,
-    subtree_renderer=subtree_renderer,
+    subtree_renderer=_counted(subtree_renderer),
     roundtrippable=False,
   )
 
@@ -322,11 +388,14 @@ def treescope_variable(v, path, subtree_renderer):
 def treescope_state(s, path, subtree_renderer):
   from treescope import repr_lib  # only when a notebook renders: keeps `import nnx_eqx` light
 
+  deep = _too_deep(s)
+  if deep is not None:
+    return deep
   return repr_lib.render_dictionary_wrapper(
     object_type=type(s),
-    wrapped_dict=dict(s.items()),
+    wrapped_dict={k: _bounded(v) for k, v in s.items()},
     path=path,
-    subtree_renderer=subtree_renderer,
+    subtree_renderer=_counted(subtree_renderer),
     roundtrippable=False,
   )
 
@@ -368,11 +437,14 @@ class _Note:
 def graphdef_view(g) -> Any:
   """The GraphDef's structure as nested objects that treescope renders: nodes
   as ``Type(attr=...)``, Variables by type and metadata, leaves as ``<array>``,
-  shared objects as ``<shared: path>``."""
+  shared objects as ``<shared: path>``; nodes and containers deeper than
+  ``TREESCOPE_DEPTH`` as ``<...>``."""
   first: dict[int, tuple] = {}
 
   def view(defn, path):
     tag = defn[0]
+    if len(path) >= TREESCOPE_DEPTH and tag in (NODE, SEQ, MAP):
+      return _Note("<...>")
     if tag == NODE:
       _, cls, i, attrs, _meta = defn
       first[i] = path
@@ -387,7 +459,7 @@ def graphdef_view(g) -> Any:
     if tag == LEAF:
       return _Note("<array>")
     if tag == STATIC:
-      return defn[1].value
+      return _bounded(defn[1].value)
     if tag == SEQ:
       items = [view(sub, path + (j,)) for j, sub in enumerate(defn[2])]
       return items if defn[1] is list else tuple(items)

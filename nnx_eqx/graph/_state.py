@@ -8,6 +8,7 @@ pytree a State's leaves are the Variables' values, so ``jax.tree.map`` and
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any, overload
 
@@ -110,8 +111,9 @@ class State(MutableMapping):
       >>> [(p, type(v).__name__) for p, v in s.flat_state()]
       [(('a', 'c'), 'int'), (('b',), 'Param')]
     """
-    items = sorted(self.to_flat_dict().items(), key=lambda kv: _path_sort_key(kv[0]))
-    return FlatState(items)
+    out: dict = {}
+    _flatten_into(self._mapping, (), out, ordered=True)
+    return FlatState(list(out.items()))
 
   @classmethod
   def from_flat_path(cls, flat: Mapping[Path, Any] | Any) -> State:
@@ -237,18 +239,32 @@ def _wrap(d: dict) -> State:
   return root  # type: ignore[return-value]
 
 
-def _flatten_into(m: dict, prefix: Path, out: dict) -> None:
-  """Adds ``{path: leaf}`` of a nested mapping to ``out`` in order, iteratively."""
-  stack: list = [(iter(m.items()), prefix)]
+def _flatten_into(m: dict, prefix: Path, out: dict, ordered: bool = False) -> None:
+  """Adds ``{path: leaf}`` of a nested mapping to ``out`` iteratively, in insertion
+  order, or ``ordered`` as the paths sort (see :func:`_path_sort_key`).
+
+  The keys of the enclosing States are kept in one list, so a nested State
+  costs O(1) and a leaf O(len(path)): linear in the nodes plus the keys made.
+  Ordering sorts each State's keys, not whole paths (which would cost their
+  common prefixes at every comparison).
+  """
+
+  def items(m: dict) -> Iterator:
+    return iter(sorted(m.items(), key=_item_sort_key) if ordered else m.items())
+
+  stack: list = [items(m)]
+  keys = list(prefix)
   while stack:
-    it, pre = stack[-1]
-    for k, v in it:
+    for k, v in stack[-1]:
       if isinstance(v, State):
-        stack.append((iter(v._mapping.items()), pre + (k,)))
+        stack.append(items(v._mapping))
+        keys.append(k)
         break
-      out[pre + (k,)] = v
+      out[(*keys, k)] = v
     else:
       stack.pop()
+      if stack:
+        keys.pop()
 
 
 def _partition(flat: dict, filters: tuple, exhaustive: bool) -> list[State]:
@@ -318,11 +334,23 @@ jax.tree_util.register_pytree_with_keys(
 )
 
 
+_INT_STR = itertools.repeat((int, str))
+_STR = itertools.repeat(str)
+
+
 def _path_sort_key(path: Path) -> tuple:
   """Sorts paths as flax does (``sorted``), with ints and strs at one position comparable."""
-  return tuple(
-    (isinstance(k, str), k) if isinstance(k, int | str) else (True, str(k)) for k in path
-  )
+  if all(map(isinstance, path, _INT_STR)):  # the usual case, without a Python loop
+    return tuple(zip(map(isinstance, path, _STR), path))
+  return tuple(map(_key_sort_key, path))
+
+
+def _key_sort_key(k: Any) -> tuple:
+  return (isinstance(k, str), k) if isinstance(k, int | str) else (True, str(k))
+
+
+def _item_sort_key(item: tuple) -> tuple:
+  return _key_sort_key(item[0])
 
 
 class FlatState(Sequence):

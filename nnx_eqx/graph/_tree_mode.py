@@ -57,8 +57,9 @@ def check_pytree_classes(nodes, paths, fn_name: str) -> None:
   Raises:
     GraphModeRequiredError: naming the class and its path.
   """
-  for obj, path in zip(nodes, paths):
+  for i, obj in enumerate(nodes):
     if getattr(type(obj), "_nnx_pytree", True) is False:
+      path = paths[i]  # spelled out only here (see ``_links``)
       raise GraphModeRequiredError(
         f"nnx.{fn_name}(graph=False): {type(obj).__name__} is declared with pytree=False,"
         f" which tree mode cannot handle. Found at path {_fmt(path)}. Fix: use graph mode"

@@ -21,12 +21,15 @@ from ._errors import GraphStructureError
 from ._filters import to_predicate
 from ._graphdef import GraphDef, StaticValue, _metadata_from_def, _var_metadata_def
 from ._hijax import HijaxVariable
+from ._links import LinkedPaths, path_of
 from ._node_types import LEAF, MAP, NODE, REF, SEQ, STATIC, VAR, node_impl
 from ._state import State, check_catch_all_last, non_exhaustive_error
 from ._tracing import current_trace
 from ._variables import Variable, new_variable
 
 _LEAF_DEF = (LEAF,)
+_PENDING = (STATIC,)
+"""The definition of a static container until an enclosing frame freezes it."""
 _GET_VALUE = operator.itemgetter("_value")
 
 
@@ -118,7 +121,10 @@ class Walk:
     paths: per leaf, its first path.
     nodes: per node index, the object (Modules and Variables).
     owners: per leaf, ``(owner_node, key)`` of its first occurrence.
-    node_paths: per node index, its first path.
+    leaf_links: per leaf, the link (see ``_links``) of the node or container
+      holding it (None: the root).
+    node_paths: per node index, its first path (spelled out when read: see
+      ``_links``; ``node_links`` holds the links themselves).
     value_dicts: when every leaf is a Variable, their ``__dict__``s, through
       which values are read and written without attribute lookups; else None.
   """
@@ -129,28 +135,28 @@ class Walk:
     "paths",
     "nodes",
     "owners",
-    "node_paths",
+    "leaf_links",
+    "node_links",
     "epoch",
     "_path_index",
     "_filter_cache",
-    "_parents",
     "refs",
     "value_dicts",
     "shared",
     "__weakref__",
   )
 
-  def __init__(self, graphdef, slots, paths, nodes, owners, node_paths, epoch):
+  def __init__(self, graphdef, slots, paths, nodes, owners, leaf_links, node_links, epoch):
     self.graphdef = graphdef
     self.slots = slots
     self.paths = paths
     self.nodes = nodes
     self.owners = owners
-    self.node_paths = node_paths
+    self.leaf_links = leaf_links
+    self.node_links = node_links
     self.epoch = epoch
     self._path_index: dict | None = None
     self._filter_cache: dict = {}
-    self._parents: list | None = None
     self.refs: tuple = ()
     self.shared: tuple | None = None  # (first path, second path, object) of a repeat
     self.value_dicts: list | None = (
@@ -161,6 +167,11 @@ class Walk:
     # A cached walk lives in its root's ``__dict__`` and holds slots of the
     # objects it walked; a pickled or deep-copied root must walk itself again.
     return _stale_walk, ()
+
+  @property
+  def node_paths(self) -> LinkedPaths:
+    """Per node index, its first path."""
+    return LinkedPaths(self.node_links)
 
   def leaves(self) -> list:
     """The current leaf values, in order."""
@@ -187,14 +198,6 @@ class Walk:
   def leaf_objects(self) -> list:
     """Per leaf, what filters see: the Variable, or the raw array."""
     return [s if isinstance(s, Variable) else s._value for s in self.slots]
-
-  def parents(self) -> list:
-    """Per leaf, its path without the last key; equal prefixes are one object,
-    so consecutive leaves of one node can be recognised by identity."""
-    if self._parents is None:
-      interned: dict = {}
-      self._parents = [interned.setdefault(p[:-1], p[:-1]) for p in self.paths]
-    return self._parents
 
   def path_index(self) -> dict:
     if self._path_index is None:
@@ -249,11 +252,27 @@ class _Frame:
   """A container or graph node being walked: its children, the definitions of
   those done so far, and how to reach a raw array stored under one of its keys."""
 
-  __slots__ = ("tag", "value", "path", "owner", "key", "items", "i", "subs", "lazy", "d", "impl")
+  __slots__ = (
+    "tag",
+    "value",
+    "link",
+    "path",
+    "owner",
+    "key",
+    "items",
+    "i",
+    "subs",
+    "lazy",
+    "d",
+    "impl",
+    "pending",
+  )
 
-  def __init__(self, tag, value, path, owner, key, items, lazy, d, impl):
-    self.tag, self.value, self.path, self.owner, self.key = tag, value, path, owner, key
+  def __init__(self, tag, value, link, owner, key, items, lazy, d, impl):
+    self.tag, self.value, self.link, self.owner, self.key = tag, value, link, owner, key
     self.items, self.i, self.subs, self.lazy, self.d, self.impl = items, 0, [], lazy, d, impl
+    self.path = None
+    self.pending = False  # whether a child is a static container not yet frozen
 
   def slot(self, k):
     """The slot of a raw array stored under ``k`` of this frame."""
@@ -264,20 +283,28 @@ class _Frame:
     return _NodeKeySlot(self.value, self.impl, k)
 
   def finish(self) -> tuple:
+    """This frame's definition; a container with only static children is
+    :data:`_PENDING`: frozen (see ``_freeze``) by the first enclosing frame that
+    is not static, so a deep static value is frozen once, not once per level."""
     subs = self.subs
     if self.tag == NODE:
       keys = [k for k, _ in self.items]
       obj, index = self.value, self.lazy  # a node frame keeps its index in ``lazy``
-      return (NODE, type(obj), index, tuple(zip(keys, subs)), self.impl.metadata(obj))
-    if self.tag == SEQ:
-      for s in subs:
-        if s[0] != STATIC:
-          return (SEQ, type(self.value), tuple(subs))
-    else:
-      for s in subs:
-        if s[0] != STATIC:
-          return (MAP, type(self.value), tuple(zip([k for k, _ in self.items], subs)))
-    return (STATIC, StaticValue(self.value))
+      return (NODE, type(obj), index, tuple(zip(keys, self.frozen())), self.impl.metadata(obj))
+    for s in subs:
+      if s[0] != STATIC:
+        if self.tag == SEQ:
+          return (SEQ, type(self.value), tuple(self.frozen()))
+        return (MAP, type(self.value), tuple(zip([k for k, _ in self.items], self.frozen())))
+    return _PENDING
+
+  def frozen(self) -> list:
+    """The children's definitions, static containers among them frozen."""
+    if not self.pending:
+      return self.subs
+    return [
+      (STATIC, StaticValue(v)) if s is _PENDING else s for s, (_, v) in zip(self.subs, self.items)
+    ]
 
 
 class _Walker:
@@ -289,7 +316,9 @@ class _Walker:
     "slots",
     "paths",
     "owners",
-    "node_paths",
+    "node_links",
+    "leaf_links",
+    "keys",
     "shared",
     "holder",
     "depth",
@@ -297,12 +326,14 @@ class _Walker:
 
   def __init__(self):
     self.index: dict[int, int] = {}
-    self.shared: tuple | None = None  # (index, path) of the first repeated reference
+    self.shared: tuple | None = None  # (index, link) of the first repeated reference
     self.nodes: list = []
     self.slots: list = []
     self.paths: list = []
     self.owners: list = []
-    self.node_paths: list = []
+    self.node_links: list = []
+    self.leaf_links: list = []  # per leaf, the link of its parent
+    self.keys: list = []  # the path of the frame being walked
     self.holder: Any = None
     self.depth = 0  # the deepest nesting of nodes/containers met
 
@@ -314,6 +345,7 @@ class _Walker:
       return top
     stack = [top]
     push, enter = stack.append, self.enter
+    keys = self.keys
     f = top
     depth = 1
     while True:
@@ -327,6 +359,7 @@ class _Walker:
           d = enter(v, f.owner, f.key, f, k)
         if type(d) is _Frame:
           push(d)
+          keys.append(k)
           f = d
           if len(stack) > depth:
             depth = len(stack)
@@ -337,42 +370,57 @@ class _Walker:
       d = f.finish()
       if not stack:
         self.depth = depth
-        return d
+        return (STATIC, StaticValue(f.value)) if d is _PENDING else d
+      keys.pop()
       f = stack[-1]
+      if d is _PENDING:
+        f.pending = True
       f.subs.append(d)
 
-  def register(self, obj, path: tuple) -> Any:
+  def register(self, obj, link) -> Any:
     """``(REF, index)`` if ``obj`` (a Variable or graph node) was met before (the first
-    such path is kept for tree mode's error), else its new index."""
+    such link is kept for tree mode's error), else its new index."""
     i = self.index.get(id(obj))
     if i is not None:
       if self.shared is None:
-        self.shared = (i, path)
+        self.shared = (i, link)
       return (REF, i)
     i = len(self.nodes)
     self.index[id(obj)] = i
     self.nodes.append(obj)
-    self.node_paths.append(path)
+    self.node_links.append(link)
     return i
+
+  def leaf_path(self, parent: _Frame | None, k) -> tuple:
+    """The path of a leaf found under ``k`` of ``parent`` (the frame on top of
+    the stack): O(depth), copied from the stack's keys in one go."""
+    if parent is None:
+      self.leaf_links.append(None)
+      return ()
+    self.leaf_links.append(parent.link)
+    path = parent.path
+    if path is None:
+      path = parent.path = tuple(self.keys)
+    return path + (k,)
 
   def enter(self, value, owner, key, parent: _Frame | None, k) -> Any:
     """The definition of ``value`` (found under key ``k`` of ``parent``) if it has
-    no children to walk, else a frame. Its path is made only where it is kept:
-    static values, the most common children, need none."""
+    no children to walk, else a frame. A node is known by its link (one tuple,
+    see ``_links``); only leaves get their path spelled out (for State keys)."""
     if isinstance(value, Variable):
-      path = () if parent is None else parent.path + (k,)
-      i = self.register(value, path)
+      link = None if parent is None else (parent.link, k)
+      i = self.register(value, link)
       if type(i) is tuple:
         return i
       self.slots.append(value)
-      self.paths.append(path)
+      self.paths.append(self.leaf_path(parent, k))
       self.owners.append((owner, key))
       return (VAR, type(value), i, _var_metadata_def(value._metadata))
     t = type(value)
     impl = node_impl(t)
     if impl is not None:
-      path = () if parent is None else parent.path + (k,)
-      i = self.register(value, path)
+      link = None if parent is None else (parent.link, k)
+      i = self.register(value, link)
       if type(i) is tuple:
         return i
       d = getattr(value, "__dict__", None)
@@ -383,11 +431,10 @@ class _Walker:
         items = list(items)
       if impl is not _MODULE_IMPL_HOLDER[0]:
         d = None
-      return _Frame(NODE, value, path, owner, key, items, i, d, impl)
+      return _Frame(NODE, value, link, owner, key, items, i, d, impl)
     if isinstance(value, _node_types.LEAF_TYPES):
-      path = () if parent is None else parent.path + (k,)
       self.slots.append(self.holder if parent is None else parent.slot(k))
-      self.paths.append(path)
+      self.paths.append(self.leaf_path(parent, k))
       self.owners.append((owner, key))
       return _LEAF_DEF
     if isinstance(value, tuple) and hasattr(value, "_fields"):
@@ -395,21 +442,21 @@ class _Walker:
       if not value:
         return (STATIC, StaticValue(value))
       items = [(f, getattr(value, f)) for f in sorted(value._fields)]
-      path = () if parent is None else parent.path + (k,)
-      return _Frame(MAP, value, path, owner, key, items, self.lazy(parent, k), None, None)
+      link = None if parent is None else (parent.link, k)
+      return _Frame(MAP, value, link, owner, key, items, self.lazy(parent, k), None, None)
     if t is tuple or t is list:
       if not value:
         return (STATIC, StaticValue(value))
-      path = () if parent is None else parent.path + (k,)
+      link = None if parent is None else (parent.link, k)
       return _Frame(
-        SEQ, value, path, owner, key, list(enumerate(value)), self.lazy(parent, k), None, None
+        SEQ, value, link, owner, key, list(enumerate(value)), self.lazy(parent, k), None, None
       )
     if t is dict or t is State:  # a State held as data is a container of its Variables
       if not value:
         return (STATIC, StaticValue(value))
       items = [(j, value[j]) for j in _sorted_keys(value)]
-      path = () if parent is None else parent.path + (k,)
-      return _Frame(MAP, value, path, owner, key, items, self.lazy(parent, k), None, None)
+      link = None if parent is None else (parent.link, k)
+      return _Frame(MAP, value, link, owner, key, items, self.lazy(parent, k), None, None)
     return (STATIC, StaticValue(value))
 
   def lazy(self, parent: _Frame | None, k) -> _Lazy:
@@ -505,14 +552,15 @@ class WalkSeed:
   Attributes:
     index: ``id(obj) -> node index`` of every object met so far.
     nodes: the objects, by node index (kept alive while the seed lives).
+    node_links: their first paths, as links (see ``_links``).
   """
 
-  __slots__ = ("index", "nodes", "node_paths")
+  __slots__ = ("index", "nodes", "node_links")
 
   def __init__(self):
     self.index: dict[int, int] = {}
     self.nodes: list = []
-    self.node_paths: list = []
+    self.node_links: list = []
 
 
 def walk_uncached(root: Any, leaf_root: bool = False, seed: WalkSeed | None = None) -> Walk:
@@ -525,14 +573,14 @@ def walk_uncached(root: Any, leaf_root: bool = False, seed: WalkSeed | None = No
   """
   w = _Walker()
   if seed is not None:
-    w.index, w.nodes, w.node_paths = seed.index, seed.nodes, seed.node_paths
+    w.index, w.nodes, w.node_links = seed.index, seed.nodes, seed.node_links
   with _BulkOp():
     defn = w.walk(root)
   holder = w.holder
   if defn[0] == STATIC and leaf_root and type(root) in (list, tuple, dict):
     # a container without leaves: a graph with no leaf (its State is empty)
     gd = GraphDef(defn, (), 0, depth=0)
-    return Walk(gd, [], [], [], [], [], _version.current())
+    return Walk(gd, [], [], [], [], [], [], _version.current())
   if defn[0] in (STATIC, LEAF):
     if not leaf_root:
       raise GraphStructureError(
@@ -540,12 +588,14 @@ def walk_uncached(root: Any, leaf_root: bool = False, seed: WalkSeed | None = No
         " Fix: pass an nnx.Module (or a registered graph node type)."
       )
     gd = GraphDef(_LEAF_DEF, ((),), 0, depth=0)
-    return Walk(gd, [holder], [()], [], [(None, None)], [], _version.current())
+    return Walk(gd, [holder], [()], [], [(None, None)], [None], [], _version.current())
   gd = GraphDef(defn, tuple(w.paths), len(w.nodes), depth=w.depth)
-  out = Walk(gd, w.slots, w.paths, w.nodes, w.owners, w.node_paths, _version.current())
+  out = Walk(
+    gd, w.slots, w.paths, w.nodes, w.owners, w.leaf_links, w.node_links, _version.current()
+  )
   if w.shared is not None:
-    i, path = w.shared
-    out.shared = (w.node_paths[i], path, w.nodes[i])
+    i, link = w.shared
+    out.shared = (path_of(w.node_links[i]), path_of(link), w.nodes[i])
   return out
 
 

@@ -58,8 +58,9 @@ class NewNodes:
       else:
         marked.append(x)
     w = _graph.walk_uncached(tuple(nodes))
-    for path, o in zip(w.node_paths, w.nodes):
+    for i, o in enumerate(w.nodes):
       if id(o) in known:
+        path = w.node_paths[i]
         raise AxisSpecError(
           f"{transform} does not support Variable aliasing between inputs and stacked"
           f" outputs: the stacked output {'/'.join(map(str, path))} is a {type(o).__name__}"

@@ -61,27 +61,57 @@ def recursive_map(f: Callable[[tuple, Any], Any], node: Any, *, graph: bool | No
   memo: dict[int, Any] = {}
   trace = current_trace()
 
-  def rec(path: tuple, x: Any) -> Any:
-    if id(x) in memo:
-      return memo[id(x)]
-    impl = node_impl(type(x))
-    if impl is not None:
-      new = impl.create(type(x), impl.metadata(x), trace)
-      memo[id(x)] = new
-      impl.set_children(new, [(k, rec((*path, k), v)) for k, v in impl.children(x)])
-    elif isinstance(x, Variable):
-      new = x.copy()
-    elif type(x) in (list, tuple):
-      new = type(x)(rec((*path, i), v) for i, v in enumerate(x))
-    elif type(x) is dict:
-      new = {k: rec((*path, k), v) for k, v in x.items()}
-    else:
-      new = x
-    out = f(path, new)
-    memo[id(x)] = out
+  def done(x: Any, path: tuple, new: Any) -> Any:
+    out = memo[id(x)] = f(path, new)
     return out
 
-  return rec((), node)
+  def enter(path: tuple, x: Any) -> tuple[Any, list | None]:
+    """``(value, None)`` for an object mapped at once, else ``(None, frame)``."""
+    if id(x) in memo:
+      return memo[id(x)], None
+    impl = node_impl(type(x))
+    if impl is not None:
+      new = memo[id(x)] = impl.create(type(x), impl.metadata(x), trace)
+      return None, [x, path, list(impl.children(x)), [], new, impl]
+    if isinstance(x, Variable):
+      return done(x, path, x.copy()), None
+    if type(x) in (list, tuple):
+      return None, [x, path, list(enumerate(x)), [], None, None]
+    if type(x) is dict:
+      return None, [x, path, list(x.items()), [], None, None]
+    return done(x, path, x), None
+
+  def leave(frame: list) -> Any:
+    x, path, items, mapped, new, impl = frame
+    if impl is not None:
+      impl.set_children(new, list(zip([k for k, _ in items], mapped)))
+    elif type(x) is dict:
+      new = dict(zip([k for k, _ in items], mapped))
+    else:
+      new = type(x)(mapped)
+    return done(x, path, new)
+
+  # an explicit stack of frames (graphs may nest at any depth), children in order
+  value, top = enter((), node)
+  if top is None:
+    return value
+  stack = [top]
+  while True:
+    frame = stack[-1]
+    i = len(frame[3])
+    if i < len(frame[2]):
+      k, v = frame[2][i]
+      value, sub = enter((*frame[1], k), v)
+      if sub is None:
+        frame[3].append(value)
+      else:
+        stack.append(sub)
+      continue
+    stack.pop()
+    value = leave(frame)
+    if not stack:
+      return value
+    stack[-1][3].append(value)
 
 
 def _rules(rule, name: str) -> list:
