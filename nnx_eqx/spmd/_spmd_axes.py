@@ -13,9 +13,14 @@ PARTITION_NAME = "partition_name"
 """Key of ``transform_metadata`` naming the stacked axis (seed-era name)."""
 
 
+_ABSENT = object()
+
+
 def _split_meta(transform_metadata) -> tuple[Any, dict]:
+  """The stacked axis's name (``_ABSENT`` when not given; ``None`` is a replicated axis, as in
+  flax.nnx) and the other keys."""
   other = dict(transform_metadata)
-  return other.pop(PARTITION_NAME, None), other
+  return other.pop(PARTITION_NAME, _ABSENT), other
 
 
 def _names_key(md: dict) -> str | None:
@@ -38,26 +43,29 @@ def add_axis(tree: Any, index: int, transform_metadata: Any) -> Any:
   """Inserts the stacked axis into the metadata of every Variable in ``tree``:
   ``transform_metadata[PARTITION_NAME]`` into ``sharding`` (or ``out_sharding``) at ``index`` (and
   each other key's value into that tuple metadata), then calls each Variable's
-  :meth:`~nnx.Variable.add_axis`. In place; returns ``tree``.
+  :meth:`~nnx.Variable.add_axis`. In place; returns ``tree``. A ``None`` name inserts ``None``
+  (the stacked axis is replicated), as in flax.nnx.
 
   Example:
     >>> import jax.numpy as jnp, nnx_eqx as nnx
     >>> p = nnx.Param(jnp.ones((3, 2)), sharding=("embed",))
     >>> nnx.spmd.add_axis(p, 0, {nnx.PARTITION_NAME: "layers"}).sharding
     ('layers', 'embed')
+    >>> nnx.spmd.add_axis(p, 0, {nnx.PARTITION_NAME: None}).sharding
+    (None, 'layers', 'embed')
   """
   name, other = _split_meta(transform_metadata)
 
   def one(v: Variable):
     md = dict(v._metadata)
     key = _names_key(md)
-    if name is not None and key is not None:
+    if name is not _ABSENT and key is not None:
       md[key] = _insert(md[key], index, name)
     for k, val in other.items():
       if isinstance(md.get(k), tuple) and md[k]:
         md[k] = _insert(md[k], index, val)
     v._metadata = md
-    v.add_axis(index, name)
+    v.add_axis(index, None if name is _ABSENT else name)
     return v
 
   return jax.tree_util.tree_map(one, tree, is_leaf=lambda x: isinstance(x, Variable))
@@ -91,13 +99,13 @@ def remove_axis(tree: Any, index: int, transform_metadata: Any) -> Any:
   def one(v: Variable):
     md = dict(v._metadata)
     key = _names_key(md)
-    if name is not None and key is not None:
+    if name is not _ABSENT and key is not None:
       md[key] = pop(md[key], name, key)
     for k, val in other.items():
       if isinstance(md.get(k), tuple) and md[k]:
         md[k] = pop(md[k], val, k)
     v._metadata = md
-    v.remove_axis(index, name)
+    v.remove_axis(index, None if name is _ABSENT else name)
     return v
 
   return jax.tree_util.tree_map(one, tree, is_leaf=lambda x: isinstance(x, Variable))
