@@ -1,9 +1,10 @@
 """Readable reprs for Modules, Variables, States and GraphDefs, plus treescope hooks.
 
 Terminal reprs are compact: arrays with more than ``SMALL_ARRAY`` elements
-are summarised as ``float32[64, 32]``, tracers as ``Traced<float32[3]>``,
-a Module or Variable reached a second time is printed once and then marked
-``# shared with <path>``, and nesting deeper than ``MAX_DEPTH`` is elided.
+are summarised as ``float32[64, 32]`` (smaller ones print JAX's repr on one
+line), tracers as ``Traced<float32[3]>``, a Module or Variable reached a
+second time is printed once and then marked ``# shared with <path>``, and
+nesting deeper than ``MAX_DEPTH`` is elided.
 In notebooks, treescope renders the same objects as foldable trees (flax.nnx
 does the same), with one colour per Variable type.
 """
@@ -48,6 +49,8 @@ def array_repr(x: Any) -> str | None:
     >>> from nnx_eqx.graph._repr import array_repr
     >>> array_repr(jnp.zeros((64, 32))), array_repr(jnp.arange(3))
     ('float32[64, 32]', 'Array([0, 1, 2], dtype=int32)')
+    >>> array_repr(jnp.ones((2, 2)))
+    'Array([[1., 1.], [1., 1.]], dtype=float32)'
     >>> array_repr(jax.ShapeDtypeStruct((2,), jnp.bfloat16))
     'ShapeDtypeStruct(bfloat16[2])'
   """
@@ -66,8 +69,7 @@ def array_repr(x: Any) -> str | None:
     return None
   if _is_key_dtype(dtype) or int(np.prod(shape, dtype=np.int64)) > SMALL_ARRAY:
     return sd
-  name = "Array" if isinstance(x, jax.Array) else type(x).__name__
-  return f"{name}({np.asarray(x).tolist()!r}, dtype={dtype})"
+  return " ".join(repr(x).split())  # JAX's/NumPy's own repr (as flax.nnx prints), on one line
 
 
 class _Summary:
@@ -377,7 +379,7 @@ def display(*args: Any) -> None:
   Example:
     >>> import jax.numpy as jnp, nnx_eqx as nnx
     >>> nnx.display(nnx.Param(jnp.ones(2)), {"a": 1})
-    Param(value=Array([1.0, 1.0], dtype=float32))
+    Param(value=Array([1., 1.], dtype=float32))
     {'a': 1}
   """
   for x in args:
