@@ -58,7 +58,8 @@ UNAVAILABLE = (
   "from flax import nnx, struct",
 )
 SWAP = ("from flax import nnx", "import nnx_eqx as nnx")
-UNUSED_FLAX = re.compile(r"^import flax\n", flags=re.M)  # imported, never used: a user drops it
+# ``import flax``/``import flax.traverse_util`` lines whose module no cell uses: a user drops them.
+FLAX_IMPORT = re.compile(r"^import flax(?:\.\w+)*[ \t]*\n", flags=re.M)
 NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 NOISE = [(re.compile(r" at 0x[0-9a-fA-F]+"), " at 0x?"), (re.compile(r'/tmp/[^\s\'")]+'), "/tmp/?")]
 
@@ -85,8 +86,8 @@ def cells_of(path: Path) -> list[str]:
 def swap(cell: str, cells: list[str]) -> str:
   """The cell as a user switching to nnx_eqx writes it."""
   cell = cell.replace(*SWAP)
-  if not any("flax." in c for c in cells):
-    cell = UNUSED_FLAX.sub("", cell)
+  if not any("flax." in FLAX_IMPORT.sub("", c) for c in cells):
+    cell = FLAX_IMPORT.sub("", cell)
   return cell
 
 
@@ -127,7 +128,10 @@ def _fake_matplotlib() -> None:
 def run_cell(source: str, namespace: dict) -> tuple[str, str | None]:
   """Execute one cell as IPython would (the last expression is displayed); output and error."""
   lines = [ln for ln in source.splitlines() if not ln.lstrip().startswith(("%", "!"))]
-  tree = ast.parse("\n".join(lines))
+  try:
+    tree = ast.parse("\n".join(lines))
+  except SyntaxError as e:
+    return "", f"SyntaxError: {e}"
   last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
   silent = source.rstrip().endswith(";")
   out = io.StringIO()
@@ -269,6 +273,7 @@ def main() -> None:
       matched |= (
         f["error"] is not None
         and o["error"] is not None
+        and not f["error"].startswith(("process died", "timeout"))
         and f["error"].split(":")[0] == o["error"].split(":")[0]
       )
       rows.append({"cell": i, "matched": matched, "flax": f, "ours": o, "source": cell})
