@@ -273,7 +273,7 @@ def main() -> None:
       matched |= (
         f["error"] is not None
         and o["error"] is not None
-        and not f["error"].startswith(("process died", "timeout"))
+        and not f["error"].startswith(("process died", "timeout", "TimeoutError: cell ran past"))
         and f["error"].split(":")[0] == o["error"].split(":")[0]
       )
       rows.append({"cell": i, "matched": matched, "flax": f, "ours": o, "source": cell})
