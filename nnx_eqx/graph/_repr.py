@@ -214,16 +214,13 @@ def state_repr(s, indent: str = "") -> str:
         stack.append((iter(v.items()), inner, []))
         break
       r = (
-        "State({})"
-        if isinstance(v, State)
-        else variable_repr(v)
-        if isinstance(v, Variable)
-        else _leaf(v)
+        "{}" if isinstance(v, State) else variable_repr(v) if isinstance(v, Variable) else _leaf(v)
       )
       lines.append(f"{inner}{k!r}: {r}")
     else:
       stack.pop()
-      out = "State({\n" + ",\n".join(lines) + f"\n{ind}}})"
+      body = ",\n".join(lines) + f"\n{ind}}}"
+      out = "{\n" + body if stack else "State({\n" + body + ")"  # nested States as dicts (flax)
   return out if out is not None else "State({})"
 
 
