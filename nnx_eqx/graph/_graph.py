@@ -638,7 +638,8 @@ class _PathKey:
     self.path = path
 
   def __str__(self):
-    return "." + ".".join(map(str, self.path))
+    # As JAX prints its own keys: ``.name`` for attributes, ``[0]`` for list/tuple items.
+    return "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in self.path)
 
   __repr__ = __str__
 

@@ -2,7 +2,8 @@
 
 Terminal reprs are compact (the first line of a Module counts its Variables' elements
 and bytes per type, as flax.nnx does): arrays with more than ``SMALL_ARRAY`` elements
-are summarised as ``float32[64, 32]``, tracers as ``Traced<float32[3]>``,
+are summarised as ``float32[64, 32]`` (smaller ones print JAX's repr on one
+line), tracers as ``Traced<float32[3]>``,
 a Module or Variable reached a second time is printed once and then marked
 ``# shared with <path>``, and nesting deeper than ``MAX_DEPTH`` is elided
 (``STATE_DEPTH`` for States). In notebooks, treescope renders the same objects
@@ -61,6 +62,8 @@ def array_repr(x: Any) -> str | None:
     >>> from nnx_eqx.graph._repr import array_repr
     >>> array_repr(jnp.zeros((64, 32))), array_repr(jnp.arange(3))
     ('float32[64, 32]', 'Array([0, 1, 2], dtype=int32)')
+    >>> array_repr(jnp.ones((2, 2)))
+    'Array([[1., 1.], [1., 1.]], dtype=float32)'
     >>> array_repr(jax.ShapeDtypeStruct((2,), jnp.bfloat16))
     'ShapeDtypeStruct(bfloat16[2])'
   """
@@ -79,8 +82,7 @@ def array_repr(x: Any) -> str | None:
     return None
   if _is_key_dtype(dtype) or int(np.prod(shape, dtype=np.int64)) > SMALL_ARRAY:
     return sd
-  name = "Array" if isinstance(x, jax.Array) else type(x).__name__
-  return f"{name}({np.asarray(x).tolist()!r}, dtype={dtype})"
+  return " ".join(repr(x).split())  # JAX's/NumPy's own repr (as flax.nnx prints), on one line
 
 
 class _Summary:
@@ -278,11 +280,12 @@ def state_repr(s, indent: str = "") -> str:
         lines.append(f"{inner}{k!r}: ")
         stack.append((iter(v.items()), inner, []))
         break
-      r = "State({})" if isinstance(v, State) else repr(v) if isinstance(v, Variable) else _leaf(v)
+      r = "{}" if isinstance(v, State) else repr(v) if isinstance(v, Variable) else _leaf(v)
       lines.append(f"{inner}{k!r}: {r}")
     else:
       stack.pop()
-      out = "State({\n" + ",\n".join(lines) + f"\n{ind}}})"
+      body = ",\n".join(lines) + f"\n{ind}}}"
+      out = "{\n" + body if stack else "State({\n" + body + ")"  # nested States as dicts (flax)
   return out if out is not None else "State({})"
 
 
@@ -488,7 +491,7 @@ def display(*args: Any) -> None:
   Example:
     >>> import jax.numpy as jnp, nnx_eqx as nnx
     >>> nnx.display(nnx.Param(jnp.ones(2)), {"a": 1})
-    Param(value=Array([1.0, 1.0], dtype=float32))
+    Param(value=Array([1., 1.], dtype=float32))
     {'a': 1}
   """
   for x in args:

@@ -88,4 +88,5 @@ def box_fields(obj: Any) -> None:
     if name in d:
       value = box(d[name], f"{cls.__name__}.{name}")
       if value is not d[name]:
+        delattr(obj, name)  # a fresh assignment: the box decides the kind, not the raw value
         setattr(obj, name, value)

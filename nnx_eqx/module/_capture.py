@@ -126,7 +126,13 @@ def _collect(root: Module, var_types: tuple) -> list[State]:
           node = node.setdefault(key, {})
         node.update({k: type(slot)(v) for k, v in slot.value.items()})
     delattr(m, CAPTURES)
-  return [State(nested[t]) for t in var_types]
+  return [State(_sorted(nested[t])) for t in var_types]
+
+
+def _sorted(tree: dict) -> dict:
+  """Keys in sorted order at every level (integers first), as flax.nnx's States come."""
+  keys = sorted(tree, key=lambda k: (isinstance(k, str), k))
+  return {k: _sorted(tree[k]) if type(tree[k]) is dict else tree[k] for k in keys}
 
 
 def _public_methods(cls: type) -> Iterator[tuple[str, Any]]:
@@ -141,9 +147,7 @@ def _patch_methods(classes: set, variable_type: type[Variable] | None) -> list:
   if variable_type is None:
     return []
   undo = []
-  for cls in classes:
-    if cls.__module__.startswith("nnx_eqx."):
-      continue  # the library's own layers are not instrumented
+  for cls in classes:  # the library's layers too (their outputs are sown, as in flax.nnx)
     for name, fn in _public_methods(cls):
       undo.append((cls, name, fn))
       setattr(cls, name, _sowing(name, fn, variable_type))

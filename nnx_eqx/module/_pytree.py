@@ -451,6 +451,11 @@ class Pytree(metaclass=PytreeMeta):
       )
     marks = d.get("_nnx_marks")
     kind = marked if marked is not None else (marks or {}).get(name, self._nnx_fields.get(name))
+    if kind is None and self._nnx_pytree and not is_data(value) and is_data(d.get(name)):
+      # An attribute that held data stays data when a non-data value replaces it (as in
+      # flax.nnx, where an attribute's kind is fixed by its first assignment). Recorded only
+      # now, so that the graph walk keeps its fast path for attributes that were never marked.
+      marked = True
     if not self._nnx_pytree:
       pass  # pytree=False: no data/static checks, as in flax.nnx
     elif kind is False and _has_data(value):

@@ -99,7 +99,8 @@ def view(
   Each selected Module with a ``set_view`` method is called with the keywords
   its signature accepts (all of them if it takes ``**kwargs``); others get the
   keywords that name a mode flag they hold (``deterministic``,
-  ``use_running_average``, ``decode``, ``inference``) set as attributes.
+  ``use_running_average``, ``decode``, ``inference``) set as attributes; a flag
+  given as ``None`` is left as it is (as flax.nnx's layers do).
 
   Args:
     node: a Module (or container of Modules).
@@ -137,7 +138,8 @@ def view(
       return
     for k, v in kwargs.items():
       if k in MODE_FLAGS and k in m.__dict__:
-        m.__dict__[k] = v
+        if v is not None:  # None keeps the flag, as flax.nnx's built-in ``set_view`` methods do
+          m.__dict__[k] = v
         remaining.discard(k)
 
   out = _copy_graph(node, visit, {})
@@ -267,7 +269,7 @@ def view_info(node: Any, /, *, only: Filter = ..., graph: bool | None = None) ->
     >>> import nnx_eqx as nnx
     >>> print(nnx.view_info(nnx.Dropout(0.5)))
     Dropout:
-      deterministic: bool = False
+      deterministic: bool | None = None
         if True, the module runs without randomness (e.g. no dropout masking).
   """
   del graph
@@ -284,9 +286,8 @@ def view_info(node: Any, /, *, only: Filter = ..., graph: bool | None = None) ->
     flags = [k for k in MODE_FLAGS if k in m.__dict__ and not is_node(m.__dict__[k])]
     if flags:
       lines = [f"{type(m).__qualname__}:"]
-      for k in flags:
-        v = m.__dict__[k]
-        lines += [f"  {k}: {type(v).__name__} = {v}", f"    {MODE_FLAGS[k]}"]
+      for k in flags:  # described as flax.nnx's layers declare them in their ``set_view``
+        lines += [f"  {k}: bool | None = None", f"    {MODE_FLAGS[k]}"]
       classes[type(m)] = lines
 
   _copy_graph(node, visit, {})

@@ -44,13 +44,16 @@ def add_axis(tree: Any, index: int, transform_metadata: Any) -> Any:
   """Inserts the stacked axis into the metadata of every Variable in ``tree``:
   ``transform_metadata[PARTITION_NAME]`` into ``sharding`` (or ``out_sharding``) at ``index`` (and
   each other key's value into that tuple metadata), then calls each Variable's
-  :meth:`~nnx.Variable.add_axis`. In place; returns ``tree``.
+  :meth:`~nnx.Variable.add_axis`. In place; returns ``tree``. A ``None`` name inserts ``None``
+  (the stacked axis is replicated), as in flax.nnx.
 
   Example:
     >>> import jax.numpy as jnp, nnx_eqx as nnx
     >>> p = nnx.Param(jnp.ones((3, 2)), sharding=("embed",))
     >>> nnx.spmd.add_axis(p, 0, {nnx.PARTITION_NAME: "layers"}).sharding
     ('layers', 'embed')
+    >>> nnx.spmd.add_axis(p, 0, {nnx.PARTITION_NAME: None}).sharding
+    (None, 'layers', 'embed')
   """
   name, other = _split_meta(transform_metadata)
 

@@ -31,9 +31,11 @@ _MISSING: Any = object()
 def recursive_map(f: Callable[[tuple, Any], Any], node: Any, *, graph: bool | None = None) -> Any:
   """Rebuilds ``node`` bottom-up, replacing every object ``x`` at ``path`` by ``f(path, x)``.
 
-  Graph nodes, Variables, lists, tuples and dicts are copied (each shared
-  object once, so sharing survives); ``f`` sees the copy after its children
-  were mapped. Other objects are passed to ``f`` as they are.
+  Graph nodes, lists, tuples and dicts are copied (each shared object once, so
+  sharing survives); ``f`` sees the copy after its children were mapped.
+  Variables and other objects are passed to ``f`` as they are, so the new
+  structure shares the original's Variables unless ``f`` replaces them (as in
+  flax.nnx).
 
   Args:
     f: ``(path, value) -> new value``.
@@ -51,10 +53,10 @@ def recursive_map(f: Callable[[tuple, Any], Any], node: Any, *, graph: bool | No
     >>> import jax.numpy as jnp, nnx_eqx as nnx
     >>> m = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
     >>> def zero(path, x):
-    ...   return nnx.Param(jnp.zeros_like(x.value)) if isinstance(x, nnx.Param) else x
+    ...   return nnx.Param(jnp.zeros_like(x.value)) if path == ("kernel",) else x
     >>> z = nnx.recursive_map(zero, m)
-    >>> float(z.kernel.value.sum()), z is m
-    (0.0, False)
+    >>> float(z.kernel.value.sum()), z is m, z.bias is m.bias
+    (0.0, False, True)
   """
   if not _graph_mode.resolve(graph)[0]:
     check_tree_mode(walk(node, leaf_root=True), "recursive_map")
@@ -74,7 +76,7 @@ def recursive_map(f: Callable[[tuple, Any], Any], node: Any, *, graph: bool | No
       new = memo[id(x)] = impl.create(type(x), impl.metadata(x), trace)
       return None, [x, path, list(impl.children(x)), [], new, impl]
     if isinstance(x, Variable):
-      return done(x, path, x.copy()), None
+      return done(x, path, x), None  # shared, as flax.nnx's recursive_map does
     if type(x) in (list, tuple):
       return None, [x, path, list(enumerate(x)), [], None, None]
     if type(x) is dict:
