@@ -3,6 +3,8 @@
 Mostly a re-export namespace (see ``nnx_eqx/__init__.py``, "flax 0.12 import surface").
 """
 
+import sys
+
 from .graph._repr import display as display
 
 
@@ -13,15 +15,12 @@ def in_ipython() -> bool:
     True when IPython is installed and a shell is active.
 
   Raises:
-    Nothing: without IPython installed the answer is False.
+    Nothing: outside IPython (or without it installed) the answer is False.
 
   Example:
     >>> from nnx_eqx.visualization import in_ipython
     >>> in_ipython()
     False
   """
-  try:  # optional dependency: only consulted when installed
-    from IPython import get_ipython  # type: ignore[import-not-found]
-  except ImportError:
-    return False
-  return get_ipython() is not None
+  ipython = sys.modules.get("IPython")  # a running IPython has imported itself
+  return ipython is not None and ipython.get_ipython() is not None
