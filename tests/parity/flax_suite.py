@@ -345,7 +345,7 @@ def markdown(summary: dict, excluded_files: dict, explained: list | None = None)
   lines = [
     "# flax tests/nnx suite against nnx_eqx",
     "",
-    f"**{ok} of {app} applicable tests pass ({pct:.0f} %).** Excluded: {t.get('excluded', 0)};"
+    f"**{ok} of {app} applicable tests pass ({pct:.1f} %).** Excluded: {t.get('excluded', 0)};"
     f" failing with flax itself (not applicable): {t.get('fails_with_flax', 0)}.",
     "",
     "| file | applicable | passed | failed | error | skipped | excluded |",
