@@ -25,6 +25,7 @@ import equinox as eqx
 import jax.tree_util as jtu
 
 from ..graph._graph import StaticValue, is_graph_node
+from ..graph._links import path_of
 from ..graph._node_types import LEAF_TYPES
 from ..graph._tracing import current_trace
 from ..graph._variables import Variable
@@ -32,7 +33,7 @@ from ..module._containers import Dict, List
 from ..module._module import Module
 from ._context import FromEqxContext, build_eqx, impl_of
 from ._errors import MissingStateError
-from ._iter import any_leaf, fold, spell
+from ._iter import any_leaf, fold
 from ._pickling import made_class
 from ._state import is_index
 from ._static import StaticField, box, is_hashable
@@ -231,7 +232,7 @@ def _rebuild(ctx: FromEqxContext, value: Any, spec: tuple, path: tuple) -> Any:
   """
 
   def at(link: Any) -> tuple:
-    return path + spell(link)
+    return path + path_of(link)
 
   def tied(link: Any) -> Any:
     group = ctx._ties.get(at(link)) if ctx._ties else None

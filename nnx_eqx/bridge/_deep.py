@@ -21,12 +21,13 @@ import dataclasses
 from typing import Any
 
 from ..graph._graph import is_graph_node
+from ..graph._links import path_of
 from ..graph._variables import Variable
 from ..module._containers import Dict, List
 from . import _registry
 from ._context import impl_of
 from ._errors import CycleError
-from ._iter import KeyPath, container_items, spell
+from ._iter import KeyPath, container_items
 from ._state import EqxState, fmt_path
 
 
@@ -71,7 +72,7 @@ def _nodes_in(value: Any) -> list:
     if isinstance(x, Variable):
       continue
     if is_graph_node(x):
-      out.append((spell(link), x))
+      out.append((path_of(link), x))
       continue
     items = container_items(x, jax_keys=False)
     if items:

@@ -23,8 +23,9 @@ from typing import Any
 import equinox as eqx
 import jax.tree_util as jtu
 
+from ..graph._links import path_of
 from . import _registry
-from ._iter import KeyPath, container_items, spell
+from ._iter import KeyPath, container_items
 from ._state import is_index
 
 
@@ -37,7 +38,7 @@ def _modules_in(value: Any) -> list:
     link, x = todo.pop()
     if isinstance(x, eqx.Module):
       if not is_index(x):
-        out.append((spell(link), x))
+        out.append((path_of(link), x))
       continue
     items = container_items(x)
     if items:
@@ -54,7 +55,7 @@ def _by_spec(value: Any, spec: tuple) -> list:
     link, x, s = todo.pop()
     kind = s[0]
     if kind == "node":
-      out.extend((spell(link) + rel, m) for rel, m in _modules_in(x))
+      out.extend((path_of(link) + rel, m) for rel, m in _modules_in(x))
     elif kind in ("list", "seq"):
       specs = s[1] if kind == "list" else s[2]
       todo.extend(

@@ -80,21 +80,6 @@ def rebuild_container(x: Any, items: list) -> Any:
   return items if t is list else (tuple(items) if t is tuple else t(*items))
 
 
-def spell(link: Any) -> tuple:
-  """The keys of a path kept as ``(parent_link, key)`` links (None is the empty path).
-
-  Example:
-    >>> from nnx_eqx.bridge._iter import spell
-    >>> spell(((None, "a"), 0))
-    ('a', 0)
-  """
-  keys = []
-  while link is not None:
-    link, k = link
-    keys.append(k)
-  return tuple(reversed(keys))
-
-
 def any_leaf(root: Any, expand: Callable[[Any], list | None], pred: Callable[[Any], bool]) -> bool:
   """True if ``pred`` holds for a leaf of ``root`` (``expand`` as in :func:`fold`)."""
   todo = [root]

@@ -35,12 +35,13 @@ except ImportError:  # pragma: no cover
 
 
 from ..graph._graph import graphdef as _graphdef
+from ..graph._links import path_of
 from ..module._module import Module
 from . import _registry
 from ._bridged import NnxModule, call_nnx
 from ._context import FromEqxContext, build_eqx, navigate
 from ._errors import SharedConversionError
-from ._iter import pytree_children, spell
+from ._iter import pytree_children
 from ._state import fmt_path
 from ._to_eqx import ToEqxContext
 
@@ -313,8 +314,8 @@ def tie_root(tree: Any, ctx: ToEqxContext, root: Any) -> Any:
     nid = id(node)
     if nid in tracked:
       if nid in first:
-        where_paths.append(spell(link))
-        get_paths.append(spell(first[nid]))
+        where_paths.append(path_of(link))
+        get_paths.append(path_of(first[nid]))
         continue
       first[nid] = link
     items, _ = pytree_children(node)

@@ -142,9 +142,6 @@ def jax_to_nnx_path(jax_path: tuple, /) -> tuple:
   return tuple(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k))) for k in jax_path)
 
 
-_keys = jax_to_nnx_path
-
-
 def _map_with_prefix(
   fn: Callable[[Any, tuple, Any], Any], prefix: Any, tree: Any, is_leaf: Callable[[Any], bool]
 ) -> Any:
@@ -203,7 +200,7 @@ def to_tree(
   with split_context(ctxtag) as ctx:
 
     def convert(pfx: Any, jax_path: tuple, x: Any) -> Any:
-      path = _keys(jax_path)
+      path = jax_to_nnx_path(jax_path)
       if is_node(x):
         if check_aliasing and prefix is not _MISSING:
           _check_aliasing(x, pfx, seen, path)
@@ -254,7 +251,7 @@ def from_tree(
 
     def rebuild(pfx: Any, jax_path: tuple, x: Any) -> Any:
       if isinstance(x, NodeStates):
-        return merge_fn(ctx, _keys(jax_path), pfx, x)
+        return merge_fn(ctx, jax_to_nnx_path(jax_path), pfx, x)
       return x
 
     return _map_with_prefix(rebuild, prefix, tree, is_states)
