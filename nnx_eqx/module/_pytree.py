@@ -451,7 +451,14 @@ class Pytree(metaclass=PytreeMeta):
       )
     marks = d.get("_nnx_marks")
     kind = marked if marked is not None else (marks or {}).get(name, self._nnx_fields.get(name))
-    if kind is None and self._nnx_pytree and not is_data(value) and is_data(d.get(name)):
+    prev = d.get(name)  # (None for a new attribute: the common case skips both checks)
+    if (
+      kind is None
+      and prev is not None
+      and self._nnx_pytree
+      and is_data(prev)
+      and not is_data(value)
+    ):
       # An attribute that held data stays data when a non-data value replaces it (as in
       # flax.nnx, where an attribute's kind is fixed by its first assignment). Recorded only
       # now, so that the graph walk keeps its fast path for attributes that were never marked.
