@@ -53,13 +53,35 @@ def test_cycles():
   assert b.child.parent is b
 
 
-def test_state_is_a_copy_and_update_writes_back():
+def test_state_holds_the_graphs_variables_and_update_writes_back():
   m = Block(nnx.Rngs(0))
   s = nnx.state(m, nnx.Param)
+  assert s.linear.bias is m.linear.bias  # as flax.nnx 0.12
   s.linear.bias.value = jnp.ones(3)
-  assert float(m.linear.bias.value.sum()) == 0.0
-  nnx.update(m, s)
   assert float(m.linear.bias.value.sum()) == 3.0
+  snapshot = nnx.clone(nnx.state(m, nnx.Param))
+  assert snapshot.linear.bias is not m.linear.bias
+  snapshot.linear.bias.value = jnp.full(3, 2.0)
+  assert float(m.linear.bias.value.sum()) == 3.0
+  nnx.update(m, snapshot)
+  assert float(m.linear.bias.value.sum()) == 6.0
+
+
+def test_seed_partition_and_get_state_are_snapshots():
+  m = Block(nnx.Rngs(0))
+  (params, _), _ = m.partition(nnx.Param, ...)
+  for s in (params, m.get_state().linear, m.filter(nnx.Param)):
+    bias = s["linear"]["bias"] if "linear" in s else s["bias"]
+    assert bias is not m.linear.bias
+  m.linear.bias.value = jnp.ones(3)
+  assert float(params.linear.bias.value.sum()) == 0.0
+
+
+def test_merge_builds_new_variables():
+  m = Block(nnx.Rngs(0))
+  graphdef, state = nnx.split(m)
+  m2 = nnx.merge(graphdef, state)
+  assert m2.linear.bias is not m.linear.bias and state.linear.bias is m.linear.bias
 
 
 def test_update_adds_new_leaves_under_existing_parent():

@@ -55,7 +55,10 @@ _ARRAYS = (jax.Array, np.ndarray)
 # --------------------------------------------------------------------------
 # Public graph API
 # --------------------------------------------------------------------------
-def _build_state(w: Walk, idxs, trace) -> State:
+def _build_state(w: Walk, idxs, trace, snapshot: bool = False) -> State:
+  """The State of the leaves ``idxs``: holding the graph's own Variables (as
+  flax.nnx 0.12), or with ``snapshot`` new copies of them made under ``trace``
+  (the seed-era ``partition``/``get_state``, whose States are values)."""
   root: dict = {}
   slots, paths, links = w.slots, w.paths, w.leaf_links
   # the dict of each node/container on the way to a leaf, by ``id`` of its link:
@@ -66,7 +69,7 @@ def _build_state(w: Walk, idxs, trace) -> State:
   for i in idxs:
     s = slots[i]
     if isinstance(s, Variable):
-      leaf = new_variable(type(s), s._value, s._metadata.copy(), trace)
+      leaf = new_variable(type(s), s._value, s._metadata.copy(), trace) if snapshot else s
     else:
       leaf = s._value
     link = links[i]
@@ -107,27 +110,31 @@ def _is_root_leaf(w: Walk) -> bool:
   return len(w.paths) == 1 and not w.paths[0]
 
 
-def _root_leaf_state(w: Walk, idxs, trace) -> Any:
-  """What a State holds for a root leaf: a copy of the root Variable, or the
-  root value itself; an empty State when the filter did not select it."""
+def _root_leaf_state(w: Walk, idxs, trace, snapshot: bool = False) -> Any:
+  """What a State holds for a root leaf: the root Variable (a copy with
+  ``snapshot``), or the root value itself; an empty State when the filter did
+  not select it."""
   if not idxs:
     return State._from_dict({})
   s = w.slots[0]
   if isinstance(s, Variable):
-    return new_variable(type(s), s._value, s._metadata.copy(), trace)
+    return new_variable(type(s), s._value, s._metadata.copy(), trace) if snapshot else s
   return s._value
 
 
-def states_of(w: Walk, buckets, trace) -> list:
+def states_of(w: Walk, buckets, trace, snapshot: bool = False) -> list:
   build = _root_leaf_state if _is_root_leaf(w) else _build_state
-  return [build(w, b, trace) for b in buckets]
+  return [build(w, b, trace, snapshot) for b in buckets]
 
 
 def split(node: Any, *filters: Filter, graph: bool = True) -> tuple:
   """Splits a graph into its GraphDef and one State per filter.
 
+  The States hold the graph's own Variable objects, as in flax.nnx 0.12:
+  setting a Variable's value through a State changes the graph too (copy with
+  ``nnx.clone(state)`` for a snapshot). :func:`merge` builds new objects.
   A Variable or a plain value (an array, an int) may be split too: its
-  "state" is then the Variable (a copy) or the value itself.
+  "state" is then the Variable itself or the value.
 
   Args:
     node: a Module (or a graph node, or a tuple/list/dict of them).
@@ -152,6 +159,12 @@ def split(node: Any, *filters: Filter, graph: bool = True) -> tuple:
     >>> sorted(params), len(rest)
     (['bias', 'kernel'], 0)
   """
+  return split_as(node, filters, graph=graph)
+
+
+def split_as(node: Any, filters: tuple, *, graph: bool = True, snapshot: bool = False) -> tuple:
+  """:func:`split`, with ``snapshot`` giving States of new Variable objects
+  (the seed-era ``Module.partition``, whose ``Pure`` is an immutable value)."""
   w = _walk_for(node, graph, "split")
   trace = current_trace()
   if not filters:
@@ -160,7 +173,7 @@ def split(node: Any, *filters: Filter, graph: bool = True) -> tuple:
     buckets = w.partition_indices(filters, exhaustive=True)
   gd = w.graphdef if graph else w.graphdef.as_tree()
   with bulk(len(w.slots)):
-    return (gd, *states_of(w, buckets, trace))
+    return (gd, *states_of(w, buckets, trace, snapshot))
 
 
 def graphdef(node: Any, *, graph: bool = True) -> GraphDef:
@@ -181,6 +194,8 @@ def graphdef(node: Any, *, graph: bool = True) -> GraphDef:
 def state(node: Any, *filters: Filter, graph: bool = True) -> Any:
   """Returns the State of ``node``, optionally filtered (non-exhaustive).
 
+  The State holds the graph's own Variables, as in flax.nnx 0.12 (see :func:`split`).
+
   Args:
     node: a graph node.
     *filters: zero filters gives every leaf; one gives one State; several give
@@ -198,18 +213,24 @@ def state(node: Any, *filters: Filter, graph: bool = True) -> Any:
     >>> len(jax.tree.leaves(nnx.state(model, nnx.Param)))
     2
   """
+  return state_as(node, filters, graph=graph)
+
+
+def state_as(node: Any, filters: tuple, *, graph: bool = True, snapshot: bool = False) -> Any:
+  """:func:`state`, with ``snapshot`` giving new Variable objects (the seed-era
+  ``Module.get_state``/``Module.filter``)."""
   w = _walk_for(node, graph, "state")
   trace = current_trace()
   if not filters:
-    return states_of(w, [range(len(w.slots))], trace)[0]
+    return states_of(w, [range(len(w.slots))], trace, snapshot)[0]
   buckets = w.partition_indices(filters, exhaustive=False)
-  states = tuple(states_of(w, buckets, trace))
+  states = tuple(states_of(w, buckets, trace, snapshot))
   return states[0] if len(filters) == 1 else states
 
 
 def variables(node: Any, *filters: Filter) -> Any:
-  """Like :func:`state`, but the State's leaves are the graph's own Variables
-  (not copies), so setting their values updates the graph.
+  """Like :func:`state` (whose State also holds the graph's own Variables), with
+  no filter meaning every Variable; setting their values updates the graph.
 
   Example:
     >>> import jax.numpy as jnp, nnx_eqx as nnx

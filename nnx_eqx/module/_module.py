@@ -82,20 +82,20 @@ class Module(Pytree):
       >>> sorted(params)
       ['bias', 'kernel']
     """
-    graphdef, *states = _graph.split(self, *filters)
+    graphdef, *states = _graph.split_as(self, filters, snapshot=True)
     return SEED_HOOKS["pure"](states[0] if len(states) == 1 else tuple(states), graphdef)
 
   def get_state(self) -> State:
-    """The State of every leaf (seed-era name of ``nnx.state(m)``)."""
-    return _graph.state(self)
+    """A snapshot State of every leaf (seed-era ``nnx.state(m)``, new Variable objects)."""
+    return _graph.state_as(self, (), snapshot=True)
 
   def get_moduledef(self):
     """The GraphDef (seed-era name of ``nnx.graphdef(m)``)."""
     return _graph.graphdef(self)
 
   def filter(self, first: Filter, /, *filters: Filter):
-    """Filtered State(s), non-exhaustive (seed-era name of ``nnx.state(m, *f)``)."""
-    return _graph.state(self, first, *filters)
+    """Filtered snapshot State(s), non-exhaustive (seed-era ``nnx.state(m, *f)``)."""
+    return _graph.state_as(self, (first, *filters), snapshot=True)
 
   def update_state(self, *states: State) -> None:
     """Writes States into this module in place (seed-era ``nnx.update``)."""
