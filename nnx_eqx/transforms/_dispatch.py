@@ -66,11 +66,16 @@ def join_rest(spec: RestSpec, dyn) -> Any:
 
 
 class Dispatcher:
-  """Runs ``pure(key, leaves, dyn)`` — under a cached ``jax.jit`` when eager."""
+  """Runs ``pure(key, leaves, dyn)`` — under a cached ``jax.jit`` when eager.
 
-  def __init__(self, pure: Callable):
+  ``out_shardings``, when given, is passed to that ``jax.jit`` (a prefix of
+  ``pure``'s output), so that eager results carry exactly those shardings.
+  """
+
+  def __init__(self, pure: Callable, out_shardings: Any = None):
     self.pure = pure
-    self.jitted = jax.jit(pure, static_argnums=(0,))
+    options = {} if out_shardings is None else {"out_shardings": out_shardings}
+    self.jitted = jax.jit(pure, static_argnums=(0,), **options)
 
   def __call__(self, static: Any, leaves: list, rest: Any):
     dyn, spec = split_rest(rest)

@@ -4,6 +4,11 @@
 argument a :class:`StateSharding` of specs per filter. Inside, each Module
 holds its per-device shards; the leaves the body changes come out with their
 input spec and are written back, already placed on the mesh.
+
+Called eagerly, the outputs carry ``NamedSharding(mesh, spec)`` with exactly
+the spec of ``out_specs`` (``P(None)`` stays ``P(None)`` rather than the
+equivalent ``P()`` that ``jax.jit`` reports), and changed state keeps the
+spec of its ``in_specs``, as an eager ``jax.shard_map`` call gives.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
-from jax.sharding import NamedSharding, PartitionSpec
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from ..graph import _graph
 from ..graph._state import State
@@ -36,6 +41,21 @@ def _state_prefix(specs: State, value: Any) -> Any:
   return State.from_flat_path([(p, flat.get(p)) for p in value.to_flat_dict()])
 
 
+def _out_shardings(mesh: Any, out_specs: Any, options: dict) -> Any:
+  """``(shardings of out_specs, None)`` for the jitted call's ``(out, updates)``;
+  None (left to JAX) where a sharding would say more than shard_map does: axes
+  left automatic (``axis_names``), an abstract mesh, or specs that are not all
+  ``PartitionSpec`` (shard_map reports those)."""
+  manual = options.get("axis_names")
+  if not isinstance(mesh, Mesh) or (manual and set(mesh.axis_names) - set(manual)):
+    return None
+  is_spec = lambda x: isinstance(x, PartitionSpec)  # noqa: E731
+  if not all(map(is_spec, jax.tree_util.tree_leaves(out_specs, is_leaf=is_spec))):
+    return None
+  named = jax.tree_util.tree_map(lambda s: NamedSharding(mesh, s), out_specs, is_leaf=is_spec)
+  return (named, None)
+
+
 class ShardMapWrapped(Lifted):
   """The callable returned by :func:`shard_map`."""
 
@@ -45,7 +65,7 @@ class ShardMapWrapped(Lifted):
     functools.update_wrapper(self, fn)
     self.fn, self.mesh, self.in_specs, self.out_specs = fn, mesh, in_specs, out_specs
     self.options = options
-    self._dispatch = Dispatcher(self._pure)
+    self._dispatch = Dispatcher(self._pure, _out_shardings(mesh, out_specs, options))
 
   def _leaf_specs(self, split: _lift.ArgSplit, w, rest: tuple) -> tuple[list, list]:
     """``(spec per node leaf, spec per rest leaf)``; unspecified means replicated."""
@@ -97,11 +117,14 @@ class ShardMapWrapped(Lifted):
   def __call__(self, *args, **kwargs):
     args = positional(self.fn, args, kwargs, self.name)
     split, w, leaves, rest = _lift.prepare(args)
+    shardings: list = []
     if w is not None:  # the caller's state is placed on the mesh as in_specs say
       leaf_specs, _ = self._leaf_specs(split, w, rest)
       shardings = [NamedSharding(self.mesh, s) for s in leaf_specs]
       leaves = _shardings.place(w, leaves, shardings)
     out, updates = self._dispatch(self._static(split, w), leaves, rest)
+    if updates.index:  # written back with the spec as given, not jit's normal form
+      updates.values = _shardings.relabel(updates.values, [shardings[i] for i in updates.index])
     return _lift.apply_updates(w, updates, out)
 
 

@@ -118,6 +118,19 @@ def place(w, leaves: list, leaf_sh: list) -> list:
   return leaves
 
 
+def relabel(values: list, shardings: list) -> list:
+  """``values`` with each concrete array whose sharding differs from its entry
+  in ``shardings`` moved there; for an equivalent sharding written another way
+  (``jax.jit`` reports a replicated ``P(None)`` as ``P()``) only the label
+  changes, the buffers stay."""
+  return [
+    jax.device_put(v, sh)
+    if isinstance(v, jax.Array) and not isinstance(v, jax.core.Tracer) and v.sharding != sh
+    else v
+    for v, sh in zip(values, shardings)
+  ]
+
+
 def _is_sharding_leaf(x: Any) -> bool:
   return is_axis_leaf(x) or isinstance(x, (jax.sharding.Sharding, jax.sharding.PartitionSpec))
 
