@@ -107,6 +107,24 @@ def test_raw_ref_made_inside_nnx_jit_reaches_the_caller_as_a_ref():
   assert isinstance(m.r, jax.Ref) and float(m.r[...]) == 5.0
 
 
+def test_raw_ref_traced_by_jax_jit_is_still_a_shared_leaf():
+  m = _ref_module()
+  seen = []
+
+  @jax.jit
+  def f(m):
+    graphdef, state = nnx.split(m)
+    seen.append(list(state.flat_state().paths))
+    out = nnx.merge(graphdef, state)
+    assert out.a is out.b
+    out.a[...] += 1.0
+
+  f(m)
+  m2 = _ref_module()
+  f(m2)  # the same structure: no retrace
+  assert seen == [[("a",), ("w",)]] and float(m.a[...]) == float(m2.a[...]) == 2.0
+
+
 def test_module_with_a_shared_raw_ref_flattens_it_once_for_jax_jit():
   m = _ref_module()
   assert jax.tree.leaves(m) == [m.a, m.w[...]]

@@ -25,8 +25,9 @@ import jax
 
 _Ref = jax.Ref
 _Tracer = jax.core.Tracer
-_NOT_PYTREE: dict[type, bool] = {}
-"""Types known not to be JAX pytree nodes (JAX registers a type before its instances exist)."""
+NOT_PYTREE: dict[type, bool] = {}
+"""Types known not to be JAX pytree nodes nor ``jax.Ref`` (JAX registers a type before its
+instances exist); the walk keeps their instances static without asking further."""
 
 
 def is_ref(x: Any) -> bool:
@@ -118,11 +119,12 @@ def pytree_children(value: Any) -> tuple[PytreeKind, list] | None:
   """``(kind, (key, child) pairs sorted by key)`` if ``value`` is a registered JAX
   pytree with children that have distinct keys, else None (it is static)."""
   t = type(value)
-  if t in _NOT_PYTREE:
+  if t in NOT_PYTREE:
     return None
   pairs, treedef = _flatten_one(value)
   if _is_leaf(treedef):  # not a pytree type
-    _NOT_PYTREE[t] = True
+    if not isinstance(value, (_Tracer, _Ref)):  # (a tracer's type says nothing of its value)
+      NOT_PYTREE[t] = True
     return None
   order = tuple(k for k, _ in pairs)
   if not pairs or len(set(order)) != len(order):
@@ -137,7 +139,7 @@ def pytree_children(value: Any) -> tuple[PytreeKind, list] | None:
 def is_generic_pytree(x: Any) -> bool:
   """Whether ``x`` (not a Variable, graph node or registered leaf) is a JAX pytree
   node other than ``None``."""
-  if x is None or type(x) in _NOT_PYTREE:
+  if x is None or type(x) in NOT_PYTREE:
     return False
   return not _is_leaf(jax.tree_util.tree_structure(x, is_leaf=lambda y: y is not x))
 

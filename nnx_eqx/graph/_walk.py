@@ -23,7 +23,7 @@ from ._graphdef import GraphDef, StaticValue, _metadata_from_def, _var_metadata_
 from ._hijax import HijaxVariable
 from ._links import LinkedPaths, path_of
 from ._node_types import LEAF, MAP, NODE, REF, SEQ, STATIC, VAR, node_impl
-from ._pytree_nodes import PytreeItemSlot, PytreeKind, is_ref, pytree_children
+from ._pytree_nodes import NOT_PYTREE, PytreeItemSlot, PytreeKind, is_ref, pytree_children
 from ._state import State, check_catch_all_last, non_exhaustive_error
 from ._tracing import current_trace
 from ._variables import Variable, new_variable
@@ -459,7 +459,7 @@ class _Walker:
       items = [(j, value[j]) for j in _sorted_keys(value)]
       link = None if parent is None else (parent.link, k)
       return _Frame(MAP, value, link, owner, key, items, self.lazy(parent, k), None, None)
-    if value is None:
+    if value is None or t in NOT_PYTREE:
       return (STATIC, StaticValue(value))
     if is_ref(value):  # a raw jax.Ref: a leaf known by identity (see ``_pytree_nodes``)
       i = self.register(value, None if parent is None else (parent.link, k))
