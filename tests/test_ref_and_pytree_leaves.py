@@ -79,6 +79,16 @@ def test_refmap_numbers_the_refs_of_ref_mode_variables_after_the_nodes():
   assert index[3] is out.a.get_raw_value() and out.a is out.c and len(index) == 5
 
 
+def test_ref_shared_by_two_variables_and_an_attribute_stays_shared_after_merge():
+  r = jax.new_ref(jnp.array(1.0))
+  m = nnx.Module()
+  m.p, m.q, m.raw = nnx.Param(r), nnx.BatchStat(r), r
+  graphdef, params, rest = nnx.split(m, nnx.Param, ...)
+  out = nnx.merge(graphdef, params, rest)
+  assert out.p.get_raw_value() is out.q.get_raw_value() is out.raw is r
+  assert isinstance(out.q, nnx.BatchStat)
+
+
 def test_raw_ref_updated_in_place_by_nnx_jit_without_retracing():
   m = _ref_module()
   counter = TraceCounter()
