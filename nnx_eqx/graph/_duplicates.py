@@ -88,7 +88,7 @@ def shared_variable_paths(defn: tuple) -> dict[int, list[tuple]]:
   def visit(d: tuple, path: tuple) -> None:
     tag = d[0]
     if tag == REF:
-      d = defs[d[1]]
+      d = defs.get(d[1], d)  # (a raw jax.Ref repeated: no Variable)
       tag = d[0]
     if tag == VAR:
       found.setdefault(d[2], []).append(path)

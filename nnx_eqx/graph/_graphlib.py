@@ -25,6 +25,7 @@ from ._graph import check_leaf_count, leaves_of
 from ._graphdef import GraphDef
 from ._state import State
 from ._tree_mode import check_tree_mode
+from ._variables import Variable
 from ._walk import Walk, WalkSeed, walk, walk_uncached
 from ._walk import unflatten as _unflatten
 
@@ -148,6 +149,8 @@ def flatten(
   if ref_index is not None:
     for i, obj in enumerate(w.nodes):
       ref_index[obj] = i
+    for i, ref in enumerate(_held_refs(w.nodes), len(w.nodes)):
+      ref_index[ref] = i
   gd = w.graphdef.as_tree() if tree else w.graphdef
   if ref_outer_index is not None:
     gd = gd.with_outer(_outer_indices(w.nodes, ref_outer_index))
@@ -206,7 +209,24 @@ def unflatten(
   root = _unflatten(graphdef, leaves, reuse=reuse, nodes_out=nodes)
   if index_ref is not None:
     index_ref.update((i, obj) for i, obj in enumerate(nodes) if obj is not None)
+    index_ref.update(enumerate(_held_refs(nodes), len(nodes)))
   return root
+
+
+def _held_refs(nodes: list) -> list:
+  """The ``jax.Ref`` values of the ref-mode Variables among ``nodes`` that are not
+  nodes themselves, each once, in node order. A reference map numbers them after
+  the nodes, as flax.nnx gives such a Ref an index of its own (here a Variable and
+  its Ref stay one leaf of the GraphDef)."""
+  seen = {id(obj) for obj in nodes}
+  out = []
+  for obj in nodes:
+    if isinstance(obj, Variable):
+      ref = obj.__dict__.get("_value")
+      if isinstance(ref, jax.Ref) and id(ref) not in seen:
+        seen.add(id(ref))
+        out.append(ref)
+  return out
 
 
 def _flatten_pytree(pytree: Any) -> tuple[list[tuple[Any, Any]], Any]:

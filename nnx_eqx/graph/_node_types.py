@@ -9,6 +9,7 @@ import jax
 import numpy as np
 
 from . import _version
+from ._pytree_nodes import is_generic_pytree
 from ._variables import Variable
 
 # Tags of the definition tuples that make up a GraphDef.
@@ -131,12 +132,11 @@ def is_node_leaf(x: Any) -> bool:
 
 
 def is_pytree_node(x: Any) -> bool:
-  """True for the plain containers the graph walk traverses: ``list``, ``tuple``
-  (namedtuples included) and ``dict``.
-
-  flax.nnx's ``graphlib.is_pytree_node`` also answers True for any other
-  registered JAX pytree; nnx_eqx's walk keeps such objects whole (as static data,
-  or as leaves with :func:`register_leaf_type`), so they are not nodes here.
+  """True for the containers the graph walk traverses without tracking their
+  identity: ``list``, ``tuple``, ``dict`` and any other JAX pytree node
+  (namedtuples, ``jax.tree_util.register_dataclass`` classes, ``None``, ...), but
+  not graph nodes, Variables or registered leaf types (flax.nnx's
+  ``graphlib.is_pytree_node``).
 
   Raises:
     Nothing.
@@ -146,7 +146,11 @@ def is_pytree_node(x: Any) -> bool:
     >>> nnx.graphlib.is_pytree_node([1]), nnx.graphlib.is_pytree_node(nnx.Param(jnp.ones(1)))
     (True, False)
   """
-  return type(x) in (list, tuple, dict) or (isinstance(x, tuple) and hasattr(x, "_fields"))
+  if type(x) in (list, tuple, dict) or (isinstance(x, tuple) and hasattr(x, "_fields")):
+    return True
+  if is_node(x) or isinstance(x, LEAF_TYPES):
+    return False
+  return x is None or is_generic_pytree(x)
 
 
 def is_node_type(t: type) -> bool:

@@ -194,7 +194,7 @@ class Template:
         # the children's first occurrences, in walk order
         stack.extend((sub, (link, k), is_module, i) for k, sub in reversed(attrs))
       elif tag == LEAF:
-        if direct:  # a raw array attribute of a Module
+        if direct and len(d) == 1:  # a raw array attribute of a Module (not a jax.Ref)
           leaf_src.append((owner, link[1]))
         else:  # inside a list/dict attribute, or of another node type: slots not built here
           self.ok = False

@@ -18,6 +18,7 @@ from ._contexts import MergeContext, SplitContext, merge_context, split_context
 from ._errors import GraphStructureError
 from ._graphdef import GraphDef
 from ._node_types import is_graph_node, is_node
+from ._pytree_nodes import jax_to_nnx_path as jax_to_nnx_path
 from ._walk import walk
 
 _MISSING: Any = object()
@@ -123,23 +124,6 @@ def _check_aliasing(node: Any, prefix: Any, seen: dict, path: tuple) -> None:
         f" reached from {'/'.join(map(str, path)) or '<root>'} with prefix {prefix!r}."
         " Fix: give every argument that shares objects the same prefix."
       )
-
-
-def jax_to_nnx_path(jax_path: tuple, /) -> tuple:
-  """A JAX key path (``DictKey``, ``SequenceKey``, ``GetAttrKey``, ...) as an nnx
-  path of plain keys (flax.nnx's ``graphlib.jax_to_nnx_path``).
-
-  Raises:
-    Nothing: entries of other types are kept as they are.
-
-  Example:
-    >>> import collections, jax, nnx_eqx as nnx
-    >>> P = collections.namedtuple("P", ["x"])
-    >>> (path, _), = jax.tree_util.tree_flatten_with_path({"a": [P(1.0)]})[0]
-    >>> nnx.graphlib.jax_to_nnx_path(path)
-    ('a', 0, 'x')
-  """
-  return tuple(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k))) for k in jax_path)
 
 
 def _map_with_prefix(

@@ -23,6 +23,7 @@ from ._graphdef import GraphDef, StaticValue, _metadata_from_def, _var_metadata_
 from ._hijax import HijaxVariable
 from ._links import LinkedPaths, path_of
 from ._node_types import LEAF, MAP, NODE, REF, SEQ, STATIC, VAR, node_impl
+from ._pytree_nodes import NOT_PYTREE, PytreeItemSlot, PytreeKind, is_ref, pytree_children
 from ._state import State, check_catch_all_last, non_exhaustive_error
 from ._tracing import current_trace
 from ._variables import Variable, new_variable
@@ -277,6 +278,8 @@ class _Frame:
   def slot(self, k):
     """The slot of a raw array stored under ``k`` of this frame."""
     if self.tag != NODE:
+      if self.impl is not None:  # a JAX pytree (``impl`` is its PytreeKind)
+        return PytreeItemSlot(self.lazy, k)
       return _ItemSlot(self.lazy, k)
     if self.d is not None:
       return _DictSlot(self.d, k)
@@ -295,7 +298,8 @@ class _Frame:
       if s[0] != STATIC:
         if self.tag == SEQ:
           return (SEQ, type(self.value), tuple(self.frozen()))
-        return (MAP, type(self.value), tuple(zip([k for k, _ in self.items], self.frozen())))
+        t = type(self.value) if self.impl is None else self.impl
+        return (MAP, t, tuple(zip([k for k, _ in self.items], self.frozen())))
     return _PENDING
 
   def frozen(self) -> list:
@@ -433,9 +437,7 @@ class _Walker:
         d = None
       return _Frame(NODE, value, link, owner, key, items, i, d, impl)
     if isinstance(value, _node_types.LEAF_TYPES):
-      self.slots.append(self.holder if parent is None else parent.slot(k))
-      self.paths.append(self.leaf_path(parent, k))
-      self.owners.append((owner, key))
+      self.add_leaf(owner, key, parent, k)
       return _LEAF_DEF
     if isinstance(value, tuple) and hasattr(value, "_fields"):
       # a namedtuple: keyed by field name (JAX's key path), in sorted order as a dict
@@ -457,7 +459,25 @@ class _Walker:
       items = [(j, value[j]) for j in _sorted_keys(value)]
       link = None if parent is None else (parent.link, k)
       return _Frame(MAP, value, link, owner, key, items, self.lazy(parent, k), None, None)
+    if value is None or t in NOT_PYTREE:
+      return (STATIC, StaticValue(value))
+    if is_ref(value):  # a raw jax.Ref: a leaf known by identity (see ``_pytree_nodes``)
+      i = self.register(value, None if parent is None else (parent.link, k))
+      if type(i) is tuple:
+        return i
+      self.add_leaf(owner, key, parent, k)
+      return (LEAF, i)
+    found = pytree_children(value)  # another JAX pytree: a container of its children
+    if found is not None:
+      link = None if parent is None else (parent.link, k)
+      return _Frame(MAP, value, link, owner, key, found[1], self.lazy(parent, k), None, found[0])
     return (STATIC, StaticValue(value))
+
+  def add_leaf(self, owner, key, parent: _Frame | None, k) -> None:
+    """Records a raw leaf found under ``k`` of ``parent`` (None: the root)."""
+    self.slots.append(self.holder if parent is None else parent.slot(k))
+    self.paths.append(self.leaf_path(parent, k))
+    self.owners.append((owner, key))
 
   def lazy(self, parent: _Frame | None, k) -> _Lazy:
     """A slot for a container's own position, made only if a raw array in it is written."""
@@ -491,9 +511,9 @@ class _Lazy:
 
 
 def build_map(t: Any, items: Any) -> Any:
-  """A MAP definition's container from ``(key, value)`` pairs: a dict or State, or a
-  namedtuple (keyed by field name)."""
-  return t(**dict(items)) if issubclass(t, tuple) else t(items)
+  """A MAP definition's container from ``(key, value)`` pairs: a dict or State, a
+  namedtuple (keyed by field name), or a JAX pytree (``t`` is its PytreeKind)."""
+  return t(**dict(items)) if type(t) is not PytreeKind and issubclass(t, tuple) else t(items)
 
 
 def _sorted_keys(d: dict) -> list:
@@ -686,6 +706,15 @@ def _compile(defn):
   """Turns a definition tuple into a builder ``(next_leaf, nodes, trace, reuse) -> obj``."""
   tag = defn[0]
   if tag == LEAF:
+    if len(defn) > 1:  # a raw jax.Ref, known by its node index
+      i = defn[1]
+
+      def ref_builder(nxt, nodes, trace, reuse):
+        leaf = nxt()
+        nodes[i] = leaf = leaf._value if isinstance(leaf, Variable) else leaf
+        return leaf
+
+      return ref_builder
 
     def leaf_builder(nxt, nodes, trace, reuse):
       leaf = nxt()
@@ -711,7 +740,7 @@ def _compile(defn):
     return lambda nxt, nodes, trace, reuse: t(*[g(nxt, nodes, trace, reuse) for g in subs])
   if tag == MAP:
     t, items = defn[1], [(k, _compile(s)) for k, s in defn[2]]
-    if issubclass(t, tuple):  # a namedtuple
+    if type(t) is not PytreeKind and issubclass(t, tuple):  # a namedtuple
       return lambda nxt, nodes, trace, reuse: t(
         **{k: g(nxt, nodes, trace, reuse) for k, g in items}
       )

@@ -29,6 +29,7 @@ import jax
 from ..graph import _graph, _node_types, _version
 from ..graph._errors import NnxError
 from ..graph._graph import NodeImpl, is_node
+from ..graph._pytree_nodes import is_generic_pytree, is_ref
 from ..graph._repr import module_repr, treescope_module
 from ..graph._state import State
 from ..graph._tracing import check_trace, current_trace
@@ -186,8 +187,9 @@ def register_data_type(type_: T, /) -> T:
 def is_data(value: Any, /) -> bool:
   """True for values that are pytree data on their own.
 
-  These are arrays, Variables, graph nodes (Modules, Pytrees, Rngs) and
-  registered data types; lists, dicts and plain Python values are not.
+  These are arrays, ``jax.Ref`` values, Variables, graph nodes (Modules,
+  Pytrees, Rngs) and registered data types; lists, dicts, other JAX pytrees and
+  plain Python values are not.
 
   Raises:
     TypeError: never.
@@ -197,7 +199,12 @@ def is_data(value: Any, /) -> bool:
     >>> nnx.is_data(jnp.ones(1)), nnx.is_data(nnx.Param(1.0)), nnx.is_data([jnp.ones(1)])
     (True, True, False)
   """
-  return is_node(value) or isinstance(value, _node_types.LEAF_TYPES) or type(value) in _DATA_TYPES
+  return (
+    is_node(value)
+    or isinstance(value, _node_types.LEAF_TYPES)
+    or type(value) in _DATA_TYPES
+    or is_ref(value)
+  )
 
 
 def _contains(value: Any, found: Callable[[Any], bool]) -> bool:
@@ -521,6 +528,7 @@ def _children(obj) -> list:
     and v is not None
     and not isinstance(v, (list, tuple, dict, State))
     and not is_data(v)
+    and not is_generic_pytree(v)  # (the walk goes through other JAX pytrees)
     else (k, v)
     for k, v in items
   ]
