@@ -77,11 +77,19 @@ def test_seed_partition_and_get_state_are_snapshots():
   assert float(params.linear.bias.value.sum()) == 0.0
 
 
-def test_merge_builds_new_variables():
+def test_merge_keeps_the_states_variables_unless_copy():
   m = Block(nnx.Rngs(0))
   graphdef, state = nnx.split(m)
-  m2 = nnx.merge(graphdef, state)
-  assert m2.linear.bias is not m.linear.bias and state.linear.bias is m.linear.bias
+  m2 = nnx.merge(graphdef, state)  # as flax.nnx 0.12: new Modules, the State's Variables
+  assert m2 is not m and m2.linear is not m.linear
+  assert m2.linear.bias is m.linear.bias and m2.stat is m.stat
+  m3 = nnx.merge(graphdef, state, copy=True)
+  assert m3.linear.bias is not m.linear.bias
+  assert_trees_equal(nnx.state(m3), nnx.state(m))
+  m3.linear.bias.value = jnp.ones(3)
+  assert float(m.linear.bias.value.sum()) == 0.0
+  c = nnx.clone(m)
+  assert c.linear.bias is not m.linear.bias
 
 
 def test_update_adds_new_leaves_under_existing_parent():

@@ -10,6 +10,7 @@ Graph nodes are also JAX pytrees that keep their sharing (see
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -42,6 +43,7 @@ from ._tracing import current_trace
 from ._tree_mode import check_tree_mode
 from ._variables import Variable, new_variable
 from ._walk import _DELETE as _DELETE
+from ._walk import KEEP_VARIABLES
 from ._walk import _MODULE_IMPL_HOLDER as _MODULE_IMPL_HOLDER
 from ._walk import Walk as Walk
 from ._walk import _BulkOp, bulk
@@ -280,16 +282,19 @@ def _root_leaf_of(states: tuple) -> Any:
 def merge(graphdef: GraphDef, *states: State, copy: bool = False) -> Any:
   """Builds a new graph from a GraphDef and States (the inverse of :func:`split`).
 
-  Shared Variables and Modules come back shared; the result holds new
-  objects, so the states and any previous graph are untouched.
+  Shared Variables and Modules come back shared. The Modules (and other
+  nodes) are new objects; the Variables are the States' own, as in flax.nnx
+  0.12, so the result shares them with the States (and with the graph they
+  were split from): ``nnx.merge(*nnx.split(m))`` updates ``m``'s Variables
+  when trained. With ``copy=True`` the Variables are new too, and the States
+  and any previous graph are untouched (``nnx.clone`` does this).
 
   Args:
     graphdef: from :func:`split`.
     *states: States that together hold exactly the graph's leaf paths (for a
-      GraphDef of a split Variable or value: that Variable or value, which is
-      returned as it is).
-    copy: accepted for flax compatibility; the Variables of the result are
-      always new objects, whatever its value.
+      GraphDef of a split Variable or value: that Variable or value). Raw
+      values in place of Variables are wrapped in new Variables.
+    copy: True to build new Variable objects (flax.nnx's ``copy``).
 
   Returns:
     The rebuilt root node.
@@ -313,12 +318,13 @@ def merge(graphdef: GraphDef, *states: State, copy: bool = False) -> Any:
     )
   if not states:
     raise TypeError("merge() missing 1 required positional argument: 'state'")
+  reuse = None if copy else KEEP_VARIABLES
   if len(graphdef.paths) == 1 and not graphdef.paths[0]:  # a split Variable or value
     leaf = _root_leaf_of(states)
-    if graphdef.defn[0] != _VAR_TAG or isinstance(leaf, Variable):
+    if graphdef.defn[0] != _VAR_TAG:
       return leaf
-    return unflatten(graphdef, [leaf])
-  return unflatten(graphdef, leaves_of(graphdef, states))
+    return unflatten(graphdef, [leaf], reuse)
+  return unflatten(graphdef, leaves_of(graphdef, states), reuse)
 
 
 def leaves_of(graphdef: GraphDef, states: tuple) -> list:
@@ -760,4 +766,5 @@ def register_pytree(cls: type) -> None:
 
 
 # GraphDef's seed-era ``merge``/``apply`` methods call back into this module.
-_graphdef.ENGINE.update(merge=merge, split=split)
+# the seed-era GraphDef.merge/apply: a Pure's states are values, never shared
+_graphdef.ENGINE.update(merge=functools.partial(merge, copy=True), split=split)

@@ -748,6 +748,20 @@ def _compile(defn):
   raise AssertionError(defn)
 
 
+class _KeepVariables(dict):
+  """The ``reuse`` of a merge that keeps the States' own Variable objects
+  (flax.nnx 0.12's ``merge(copy=False)``): an empty mapping that is true, so
+  nodes are new and Variable leaves are taken as they are."""
+
+  __slots__ = ()
+
+  def __bool__(self) -> bool:
+    return True
+
+
+KEEP_VARIABLES: dict = _KeepVariables()
+
+
 def _compile_var(defn):
   _, cls, i, mdef = defn
   md0 = _metadata_from_def(mdef)
@@ -756,6 +770,9 @@ def _compile_var(defn):
     leaf = nxt()
     c = cls
     if isinstance(leaf, Variable):
+      if reuse is KEEP_VARIABLES:
+        nodes[i] = leaf
+        return leaf
       value, md = leaf._value, leaf._metadata.copy()
       if type(leaf) is not cls and HijaxVariable in (cls, type(leaf)):
         c = type(leaf)  # a hijax/ordinary state leaf keeps its kind (as flax.nnx)

@@ -63,7 +63,7 @@ class Pure(tuple):
 
   def merge(self) -> Any:
     """Builds a new module from the states."""
-    return _graph.merge(self[1], *self._state_tuple())
+    return _graph.merge(self[1], *self._state_tuple(), copy=True)
 
   def get_state(self) -> State:
     """All states merged into one State."""
@@ -109,7 +109,7 @@ class Pure(tuple):
       elif isinstance(u, tuple):
         states.extend(u)
       else:
-        states.append(_graph.state(u))
+        states.append(_graph.state_as(u, (), snapshot=True))
     return Pure(State.merge(*states), self[1])
 
   def __repr__(self) -> str:
