@@ -29,8 +29,9 @@ def test_node_value_is_a_state_leaf_and_round_trips():
   assert type(state.node) is nnx.Node and state.node.value == [4, 5]
   assert repr(state.node) == "Node(value=[4, 5])"
   assert sorted(nnx.state(m, nnx.Node)) == ["node"]
-  m2 = nnx.merge(graphdef, state)
+  m2 = nnx.merge(graphdef, state, copy=True)
   assert m2.node.value == [4, 5] and m2.node is not m.node
+  assert nnx.merge(graphdef, state).node is m.node
   assert isinstance(m.node, nnx.Variable)
 
 

@@ -154,7 +154,7 @@ def test_optimizer_state_is_graph_state():
   assert len(nnx.state(opt, nnx.Param)) == 0  # moments are not Params
 
   graphdef, state = nnx.split(opt)
-  model2, opt2 = nnx.clone(model), nnx.merge(graphdef, state)
+  model2, opt2 = nnx.clone(model), nnx.merge(graphdef, state, copy=True)
   step, _ = nnx_step()
   step(model, opt, X, Y)
   step(model2, opt2, X, Y)

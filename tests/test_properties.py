@@ -26,8 +26,8 @@ FILTER_POOL = [
 ]
 
 
-def _identities(node) -> set[int]:
-  return {id(obj) for _, obj in all_paths(node)}
+def _identities(node, variables: bool) -> set[int]:
+  return {id(obj) for _, obj in all_paths(node) if isinstance(obj, nnx.Variable) == variables}
 
 
 @given(graphs())
@@ -35,8 +35,12 @@ def test_split_merge_reproduces_structure_values_and_sharing(m):
   graphdef, state = nnx.split(m)
   m2 = nnx.merge(graphdef, state)
   assert same_graph(m2, m)
-  assert not (_identities(m2) & _identities(m)), "merge must build new objects"
+  assert not (_identities(m2, False) & _identities(m, False)), "merge must build new nodes"
+  assert _identities(m2, True) == _identities(m, True), "merge keeps the State's Variables"
   assert nnx.graphdef(m2) == graphdef and hash(nnx.graphdef(m2)) == hash(graphdef)
+  m3 = nnx.merge(graphdef, state, copy=True)
+  assert same_graph(m3, m)
+  assert not (_identities(m3, True) & _identities(m, True)), "copy=True makes new Variables"
 
 
 @given(graphs(), st.lists(st.sampled_from(FILTER_POOL), max_size=4))

@@ -43,10 +43,9 @@ from ._tracing import current_trace
 from ._tree_mode import check_tree_mode
 from ._variables import Variable, new_variable
 from ._walk import _DELETE as _DELETE
-from ._walk import KEEP_VARIABLES
 from ._walk import _MODULE_IMPL_HOLDER as _MODULE_IMPL_HOLDER
+from ._walk import KEEP_VARIABLES, _BulkOp, bulk
 from ._walk import Walk as Walk
-from ._walk import _BulkOp, bulk
 from ._walk import unflatten as unflatten
 from ._walk import walk as walk
 from ._walk import walk_uncached as walk_uncached
@@ -287,7 +286,9 @@ def merge(graphdef: GraphDef, *states: State, copy: bool = False) -> Any:
   0.12, so the result shares them with the States (and with the graph they
   were split from): ``nnx.merge(*nnx.split(m))`` updates ``m``'s Variables
   when trained. With ``copy=True`` the Variables are new too, and the States
-  and any previous graph are untouched (``nnx.clone`` does this).
+  and any previous graph are untouched (``nnx.clone`` does this). Variables
+  of another JAX trace (a State closed over inside ``jax.jit``, where flax
+  would refuse to change them) are always copied.
 
   Args:
     graphdef: from :func:`split`.

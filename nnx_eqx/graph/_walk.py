@@ -751,7 +751,9 @@ def _compile(defn):
 class _KeepVariables(dict):
   """The ``reuse`` of a merge that keeps the States' own Variable objects
   (flax.nnx 0.12's ``merge(copy=False)``): an empty mapping that is true, so
-  nodes are new and Variable leaves are taken as they are."""
+  nodes are new and Variable leaves of the current trace are taken as they
+  are. A Variable of another trace (a State closed over inside ``jax.jit``)
+  could not be changed there, so it is copied instead, as before."""
 
   __slots__ = ()
 
@@ -770,7 +772,7 @@ def _compile_var(defn):
     leaf = nxt()
     c = cls
     if isinstance(leaf, Variable):
-      if reuse is KEEP_VARIABLES:
+      if reuse is KEEP_VARIABLES and leaf.__dict__.get("_trace", trace) == trace:
         nodes[i] = leaf
         return leaf
       value, md = leaf._value, leaf._metadata.copy()
