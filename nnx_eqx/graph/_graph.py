@@ -133,7 +133,8 @@ def split(node: Any, *filters: Filter, graph: bool = True) -> tuple:
 
   The States hold the graph's own Variable objects, as in flax.nnx 0.12:
   setting a Variable's value through a State changes the graph too (copy with
-  ``nnx.clone(state)`` for a snapshot). :func:`merge` builds new objects.
+  ``nnx.clone(state)`` for a snapshot). :func:`merge` builds new Modules
+  around those Variables.
   A Variable or a plain value (an array, an int) may be split too: its
   "state" is then the Variable itself or the value.
 
@@ -240,13 +241,7 @@ def variables(node: Any, *filters: Filter) -> Any:
     >>> model.bias.value.tolist()
     [1.0, 1.0, 1.0]
   """
-  w = walk(node)
-  flt = filters or (...,)
-  buckets = w.partition_indices(flt, exhaustive=False)
-  states = tuple(
-    State.from_flat_path((w.paths[i], w.leaf_objects()[i]) for i in b) for b in buckets
-  )
-  return states[0] if len(flt) == 1 else states
+  return state_as(node, filters or (...,))
 
 
 def _flat_of(states) -> dict:

@@ -61,6 +61,16 @@ def _is_leaf(treedef: Any) -> bool:
   return treedef.num_nodes == 1 and treedef.num_leaves == 1
 
 
+def _is_leaf_of(value: Any, treedef: Any) -> bool:
+  """Whether ``treedef`` (``value``'s one-level treedef) is a leaf; if so, ``value``'s
+  type is remembered in :data:`NOT_PYTREE` (a tracer's type says nothing of its value)."""
+  if not _is_leaf(treedef):
+    return False
+  if not isinstance(value, (_Tracer, _Ref)):
+    NOT_PYTREE[type(value)] = True
+  return True
+
+
 def _flatten_one(value: Any) -> tuple[list, Any]:
   """``value``'s children as ``(key, child)`` pairs in JAX's order, and its treedef
   (no pairs when ``value`` is a leaf for JAX)."""
@@ -122,9 +132,7 @@ def pytree_children(value: Any) -> tuple[PytreeKind, list] | None:
   if t in NOT_PYTREE:
     return None
   pairs, treedef = _flatten_one(value)
-  if _is_leaf(treedef):  # not a pytree type
-    if not isinstance(value, (_Tracer, _Ref)):  # (a tracer's type says nothing of its value)
-      NOT_PYTREE[t] = True
+  if _is_leaf_of(value, treedef):  # not a pytree type
     return None
   order = tuple(k for k, _ in pairs)
   if not pairs or len(set(order)) != len(order):
@@ -141,7 +149,7 @@ def is_generic_pytree(x: Any) -> bool:
   node other than ``None``."""
   if x is None or type(x) in NOT_PYTREE:
     return False
-  return not _is_leaf(jax.tree_util.tree_structure(x, is_leaf=lambda y: y is not x))
+  return not _is_leaf_of(x, jax.tree_util.tree_structure(x, is_leaf=lambda y: y is not x))
 
 
 class PytreeItemSlot:
