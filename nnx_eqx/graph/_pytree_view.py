@@ -124,6 +124,7 @@ class NodeDef:
     "module",
     "statics",
     "layout_neutral",
+    "record",
     "_hash",
   )
 
@@ -141,6 +142,9 @@ class NodeDef:
     # a new node's __dict__ starts as a copy of this (markers where shared objects go)
     self.statics = {k: sv.value if kind == 0 else MARK for k, kind, sv in layout if kind != 1}
     self.statics["_nnx_trace"] = None
+    if module:
+      self.statics["_nnx_in_graph"] = True  # changes to a rebuilt node bump the version
+    self.record = (-1, self)  # ``(epoch, self)``: a rebuilt node's record, made once per epoch
     neutral = tuple((k, kind, None if (kind == 0 and k == flag) else sv) for k, kind, sv in layout)
     self.layout_neutral = neutral
     self._hash = hash((cls, neutral, refs))
@@ -469,8 +473,10 @@ def unflatten(nd: NodeDef, children: Any) -> Any:
     fresh = nd.statics.copy()
     fresh["_nnx_trace"] = current_trace()
     fresh.update(zip(nd.keys, children))
-    fresh["_nnx_in_graph"] = True
-    fresh[_RECORD] = (_EPOCH[0], nd)
+    rec = nd.record
+    if rec[0] != _EPOCH[0]:
+      rec = nd.record = (_EPOCH[0], nd)
+    fresh[_RECORD] = rec
     _set(obj, "__dict__", fresh)
     return obj
   trace = current_trace()
