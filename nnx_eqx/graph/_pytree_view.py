@@ -125,6 +125,7 @@ class NodeDef:
     "statics",
     "layout_neutral",
     "record",
+    "plain",
     "_hash",
   )
 
@@ -145,6 +146,7 @@ class NodeDef:
     if module:
       self.statics["_nnx_in_graph"] = True  # changes to a rebuilt node bump the version
     self.record = (-1, self)  # ``(epoch, self)``: a rebuilt node's record, made once per epoch
+    self.plain = module and not refs and flag is None
     neutral = tuple((k, kind, None if (kind == 0 and k == flag) else sv) for k, kind, sv in layout)
     self.layout_neutral = neutral
     self._hash = hash((cls, neutral, refs))
@@ -409,9 +411,9 @@ def flatten(node: Any) -> tuple[list, NodeDef]:
   rec = d.get(_RECORD)
   if rec is not None and rec[0] == _EPOCH[0]:
     nd = rec[1]
-    if not nd.module or nd.views or nd.flag is not None:
-      return _children(node, nd), nd
-    return [d[k] for k in nd.keys], nd  # the common case, inline
+    if nd.plain and not nd.views:  # the common case, inline
+      return [d[k] for k in nd.keys], nd
+    return _children(node, nd), nd
   pv = d.get(_PREFIX)
   if pv is not None:
     return _prefix_children(node, pv), pv
@@ -468,11 +470,12 @@ def unflatten(nd: NodeDef, children: Any) -> Any:
   """A new node of ``nd``'s class with ``children`` (JAX's unflatten): no
   ``__init__``, no ``__setattr__``; shared objects put back at every path."""
   cls = nd.cls
-  if nd.module and not nd.refs and nd.flag is None:  # the common case, inline
+  if nd.plain:  # the common case (a Module, no shared objects, no flag), inline
     obj = _new(cls)
     fresh = nd.statics.copy()
     fresh["_nnx_trace"] = current_trace()
-    fresh.update(zip(nd.keys, children))
+    for k, v in zip(nd.keys, children):
+      fresh[k] = v
     rec = nd.record
     if rec[0] != _EPOCH[0]:
       rec = nd.record = (_EPOCH[0], nd)
