@@ -50,3 +50,21 @@ def pytest_runtest_setup(item):
         f"needs {needed} {jax.default_backend()} devices, this machine has {have} "
         "(CPU runs get 8 fake ones from XLA_FLAGS in conftest.py)"
       )
+
+
+_HIJAX_EXAMPLES = ("hijax=True", "to_hijax(")
+
+
+def pytest_collection_modifyitems(config, items):
+  """Skips the doctests that make hijax Variables where jax lacks the Box they need."""
+  from nnx_eqx.graph import _hijax  # after the jaxtyping hook above
+
+  if _hijax.HAS_BOX:
+    return
+  skip = pytest.mark.skip(reason=_hijax.BOX_MISSING)
+  for item in items:
+    test = getattr(item, "dtest", None)  # a doctest item
+    if test is not None and any(
+      marker in example.source for example in test.examples for marker in _HIJAX_EXAMPLES
+    ):
+      item.add_marker(skip)
