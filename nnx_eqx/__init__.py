@@ -3,6 +3,8 @@
 ``import nnx_eqx as nnx`` reads like flax.nnx code. See the README.
 """
 
+from . import _jax_version as _jax_version  # first: one clear error on a too old jax
+
 from . import filterlib as filterlib
 from . import filterlib as filters  # the name nnx_eqx used before flax's ``filterlib``
 from . import graphlib as graphlib
