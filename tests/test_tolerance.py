@@ -74,6 +74,16 @@ def test_reduced_precision_tolerances_cover_rounded_matmul_inputs(precision, bit
   rounded = np.matmul(a_r.astype(np.float64), b_r.astype(np.float64)).astype(np.float32)
   rtol, atol = REDUCED_PRECISION_TOLERANCES[precision]
   assert_trees_close(rounded, exact, rtol=rtol / 3, atol=atol / 3)  # with a margin of 3
-  rtol, atol = TOLERANCES["float32"]
+  rtol, atol = TOLERANCES["float32"]  # the float32 policy would not hold
+  assert (np.abs(rounded - exact) > atol + rtol * np.abs(exact)).any()
+
+
+def test_a_given_tolerance_only_loosens_the_policy():
+  rtol, atol = tolerance(jnp.float32)  # this backend's policy
+  one = jnp.float32(1.0)
+  apart = jnp.float32(1.0 + 4 * rtol)  # beyond the policy (atol + rtol)
   with pytest.raises(AssertionError):
-    assert_trees_close(rounded, exact, rtol=rtol, atol=atol)  # the float32 policy
+    assert_trees_close(one, apart)
+  assert_trees_close(one, apart, rtol=8 * rtol)  # a looser tolerance applies
+  # a tighter one does not: within the policy still passes
+  assert_trees_close(one, jnp.float32(1.0 + rtol / 2), rtol=rtol / 100, atol=atol / 100)
