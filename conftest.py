@@ -1,11 +1,21 @@
 """Test configuration: 8 fake CPU devices, strict dtype promotion, jaxtyping
-checks of the layers' shape annotations, hypothesis profiles (HYPOTHESIS_PROFILE)."""
+checks of the layers' shape annotations, hypothesis profiles (HYPOTHESIS_PROFILE),
+and the ``devices(n)`` marker.
+
+The fake devices only exist on the CPU backend (the XLA flag is ignored by GPU
+and TPU backends), so on a one-GPU machine ``jax.device_count()`` is 1: a test
+marked ``@pytest.mark.devices(n)`` is then skipped, naming the count it needs.
+"""
 
 import os
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+# On a GPU every xdist worker is a process of its own: without this each would reserve
+# 75 % of the GPU's memory at its first array. No effect on CPU.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import jax  # noqa: E402
+import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
 jax.config.update("jax_numpy_dtype_promotion", "strict")
@@ -24,3 +34,40 @@ _COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow], dera
 settings.register_profile("default", max_examples=50, **_COMMON)
 settings.register_profile("thorough", max_examples=500, **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+def pytest_configure(config):
+  config.addinivalue_line(
+    "markers",
+    "devices(n): the test needs n devices of the default backend; skipped with the reason"
+    " where there are fewer (e.g. on a one-GPU machine)",
+  )
+
+
+def pytest_runtest_setup(item):
+  for mark in item.iter_markers("devices"):
+    (needed,) = mark.args
+    have = jax.device_count()
+    if have < needed:
+      pytest.skip(
+        f"needs {needed} {jax.default_backend()} devices, this machine has {have} "
+        "(CPU runs get 8 fake ones from XLA_FLAGS in conftest.py)"
+      )
+
+
+_HIJAX_EXAMPLES = ("hijax=True", "to_hijax(")
+
+
+def pytest_collection_modifyitems(config, items):
+  """Skips the doctests that make hijax Variables where jax lacks the Box they need."""
+  from nnx_eqx.graph import _hijax  # after the jaxtyping hook above
+
+  if _hijax.HAS_BOX:
+    return
+  skip = pytest.mark.skip(reason=_hijax.BOX_MISSING)
+  for item in items:
+    test = getattr(item, "dtest", None)  # a doctest item
+    if test is not None and any(
+      marker in example.source for example in test.examples for marker in _HIJAX_EXAMPLES
+    ):
+      item.add_marker(skip)

@@ -49,7 +49,7 @@ def cpu_model() -> str:
 
 
 def machine() -> dict[str, str]:
-  """What the numbers were measured on: CPU, cores, Python and library versions."""
+  """What the numbers were measured on: CPU, cores, accelerator, Python and library versions."""
   import equinox
 
   info = {
@@ -59,6 +59,7 @@ def machine() -> dict[str, str]:
     "python": platform.python_version(),
     "jax": jax.__version__,
     "backend": f"{jax.default_backend()} x{jax.device_count()}",
+    "device": jax.devices()[0].device_kind,  # e.g. "NVIDIA H100 80GB HBM3" on a GPU
     "equinox": equinox.__version__,
     "load": "n/a",
   }

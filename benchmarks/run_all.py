@@ -188,7 +188,8 @@ def markdown(report: dict) -> str:
     "",
     f"Measured {report['date']}{' (quick mode: indicative only)' if report['quick'] else ''}"
     f" on **{m['cpu']}**, {m['cores']} cores, {m['platform']}; Python {m['python']},"
-    f" jax {m['jax']} ({m['backend']}), equinox {m['equinox']}, flax {m['flax']};"
+    f" jax {m['jax']} ({m['backend']}, {m.get('device', 'n/a')}), equinox {m['equinox']},"
+    f" flax {m['flax']};"
     f" load average at start {m.get('load', 'n/a')}.",
     "",
     "Every ratio compares implementations measured side by side in the same"

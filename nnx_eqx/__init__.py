@@ -3,6 +3,8 @@
 ``import nnx_eqx as nnx`` reads like flax.nnx code. See the README.
 """
 
+from . import _jax_version as _jax_version  # first: one clear error on a too old jax
+
 from . import filterlib as filterlib
 from . import filterlib as filters  # the name nnx_eqx used before flax's ``filterlib``
 from . import graphlib as graphlib
@@ -28,6 +30,7 @@ from .graph._state_tools import restore_int_paths as restore_int_paths
 from .graph._repr import display as display
 from .graph._cached_partial import cached_partial as cached_partial
 from .graph._errors import GraphModeRequiredError as GraphModeRequiredError
+from .graph._errors import JaxVersionError as JaxVersionError
 from . import variablelib as variablelib
 from .variablelib import A as A  # the value TypeVar: ``nnx.Variable[nnx.A]``
 from .module import Dict as Dict

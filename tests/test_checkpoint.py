@@ -87,13 +87,14 @@ def test_round_trip_into_concrete_model_and_state(tmp_path):
 
 
 def test_restore_places_arrays_on_the_target_sharding(tmp_path):
-  mesh = jax.make_mesh((8,), ("model",))
+  n = jax.device_count()  # 8 fake CPU devices, or what the accelerator machine has
+  mesh = jax.make_mesh((n,), ("model",))
   sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(None, "model"))
-  m = nnx.Linear(4, 16, rngs=nnx.Rngs(0))
+  m = nnx.Linear(4, 2 * n, rngs=nnx.Rngs(0))
   m.kernel.value = jax.device_put(m.kernel.value, sharding)
   nnx.checkpoint.save(tmp_path / "c", m)
-  target = nnx.eval_shape(lambda: nnx.Linear(4, 16, rngs=nnx.Rngs(1)))
-  target.kernel.value = jax.ShapeDtypeStruct((4, 16), jnp.float32, sharding=sharding)
+  target = nnx.eval_shape(lambda: nnx.Linear(4, 2 * n, rngs=nnx.Rngs(1)))
+  target.kernel.value = jax.ShapeDtypeStruct((4, 2 * n), jnp.float32, sharding=sharding)
   nnx.checkpoint.restore(tmp_path / "c", target)
   assert target.kernel.value.sharding == sharding
   assert (target.kernel.value == m.kernel.value).all()

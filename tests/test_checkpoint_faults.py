@@ -168,10 +168,11 @@ def test_equinox_file_cut_at_a_leaf_boundary_is_a_mismatch_that_mentions_truncat
     nnx.tree_deserialise_leaves(io.BytesIO(jnp.zeros(3).tobytes()), like)
 
 
+@pytest.mark.devices(2)
 def test_errors_that_are_not_damage_pass_through(saved):
   """orbax's other ValueErrors (here: a target sharding that cannot split the array) keep
   their own type and message."""
-  mesh = jax.make_mesh((8,), ("x",))
+  mesh = jax.make_mesh((2,), ("x",))  # 2 does not divide the 3 rows
   target = jax.eval_shape(lambda: model(5))
   rows = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("x", None))
   target.layers[0].kernel.value = jax.ShapeDtypeStruct((3, 8), jnp.float32, sharding=rows)

@@ -10,6 +10,8 @@ from jax.sharding import PartitionSpec as P
 
 import nnx_eqx as nnx
 
+pytestmark = pytest.mark.devices(8)  # a (2, 4) mesh
+
 
 def _mesh(*types):
   types = types or (AxisType.Auto, AxisType.Auto)

@@ -73,6 +73,7 @@ def test_compiled_call_with_other_structure_raises():
     compiled(nnx.Linear(2, 3, rngs=nnx.Rngs(0)), jnp.ones((1, 2)))
 
 
+@pytest.mark.devices(2)  # a sharding that a single device would not keep
 def test_state_sharding_places_module_state_and_keeps_it():
   mesh = mesh_1d()
   rows = jax.sharding.NamedSharding(mesh, P("d"))

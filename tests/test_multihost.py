@@ -86,6 +86,11 @@ def wait_for(started, retry_on_busy_port=False):
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(
+  jax.default_backend() != "cpu" or len(jax.devices("cpu")) < 4,
+  reason="the one-process side runs on 4 CPU devices (XLA_FLAGS in conftest.py) of the CPU"
+  " backend, against two CPU processes",
+)
 def test_two_processes_train_like_one_process_and_share_a_checkpoint(tmp_path):
   started = start_processes(tmp_path)
   try:  # meanwhile, the same steps in this process, on 4 of its devices

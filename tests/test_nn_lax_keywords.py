@@ -283,6 +283,7 @@ def _explicit_mesh():
   return jax.make_mesh((2, 2), ("X", "Y"), axis_types=(jax.sharding.AxisType.Explicit,) * 2)
 
 
+@pytest.mark.devices(4)
 def test_out_sharding_of_embed_conv_and_attention():
   P = jax.sharding.PartitionSpec
   with jax.set_mesh(_explicit_mesh()):
@@ -301,6 +302,7 @@ def test_out_sharding_of_embed_conv_and_attention():
     assert y.sharding.spec == P("X", None, "Y")
 
 
+@pytest.mark.devices(4)
 def test_dropout_mask_follows_the_input_sharding():
   P = jax.sharding.PartitionSpec
   with jax.set_mesh(_explicit_mesh()):

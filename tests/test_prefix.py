@@ -96,6 +96,7 @@ def test_graph_nodes_variables_and_stateaxes_in_the_wrong_mode_are_refused():
     nnx.grad(lambda x: x, argnums=nnx.DiffState(0, ...), graph=False)
 
 
+@pytest.mark.devices(2)
 @pytest.mark.parametrize("graph", [True, False])
 def test_prefix_as_jit_out_shardings_of_a_module_made_inside(graph):
   mesh = jax.sharding.Mesh(np.array(jax.devices()[:2]), ("d",))

@@ -15,6 +15,8 @@ from nnx_eqx.testing import (
   assert_trees_equal,
 )
 
+pytestmark = pytest.mark.devices(8)  # (8,) and (4, 2) meshes
+
 P = jax.sharding.PartitionSpec
 
 

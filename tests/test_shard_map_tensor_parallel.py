@@ -19,6 +19,7 @@ class MLP(nnx.Module):
     return self.linear2(jax.nn.relu(self.linear1(x)))
 
 
+@pytest.mark.devices(8)
 def test_linear_runs_on_local_kernel_shards_inside_shard_map():
   mesh = jax.sharding.Mesh(jax.devices()[:8], ("model",))
   m = MLP(nnx.Rngs(0))
@@ -46,6 +47,7 @@ def test_linear_still_refuses_an_input_that_does_not_fit_its_kernel():
     m(jnp.ones((1, 3)))
 
 
+@pytest.mark.devices(8)
 def test_a_state_of_specs_shards_a_state_argument_by_path():
   mesh = jax.sharding.Mesh(jax.devices()[:8], ("a",))
   m = nnx.Linear(16, 32, rngs=nnx.Rngs(0))

@@ -7,6 +7,7 @@ import optax
 import pytest
 
 import nnx_eqx as nnx
+from nnx_eqx.graph import _hijax
 from nnx_eqx.testing import assert_trees_close, assert_trees_equal
 
 
@@ -64,7 +65,11 @@ def test_ref_mode_variables_read_and_write_through_the_ref():
   assert v.get_raw_value() is ref and int(v.value) == 2
   assert not v.copy(ref=False).ref and v.copy().get_raw_value() is not ref
   assert not v.hijax
-  assert isinstance(nnx.Variable(1.0, hijax=True), nnx.variablelib.HijaxVariable)
+  if _hijax.HAS_BOX:
+    assert isinstance(nnx.Variable(1.0, hijax=True), nnx.variablelib.HijaxVariable)
+  else:
+    with pytest.raises(nnx.JaxVersionError, match=r"jax<=0\.11\.0"):
+      nnx.Variable(1.0, hijax=True)
   with nnx.var_defaults(ref=True):
     assert nnx.Variable(jnp.ones(1)).ref
   assert not nnx.Variable(jnp.ones(1)).ref

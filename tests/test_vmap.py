@@ -66,10 +66,11 @@ def test_vmapped_construction_stacks_distinct_layers():
   assert all(not np.array_equal(k[0], k[i]) for i in range(1, 4))
   # split_rngs drew one key and restored the stream: count advanced by exactly 1.
   assert rngs.default.key.shape == () and int(rngs.default.count.value) == 1
-  # each member equals a Linear built from its own split key
+  # each member equals a Linear built from its own split key (the same random bits;
+  # the unbatched initialiser is another program, which a GPU may round differently)
   keys = jax.random.split(jax.random.fold_in(jax.random.key(0), 0), 4)
   ref = nnx.Linear(2, 3, rngs=nnx.Rngs(keys[2]))
-  assert_trees_equal(k[2], ref.kernel.value)
+  assert_trees_close(k[2], ref.kernel.value)
 
 
 def test_apply_stack_matches_per_member_loop():

@@ -92,3 +92,9 @@ class UpdateContextError(NnxError, RuntimeError):
 class GraphModeRequiredError(NnxError, ValueError):
   """A graph-mode-only API (e.g. ``cached_partial``) was called in tree mode or
   with ``graph_updates=False``."""
+
+
+class JaxVersionError(NnxError, NotImplementedError):
+  """A feature needs a JAX API that the installed jax version lacks (e.g. hijax
+  Variables need ``jax._src.hijax.Box``, which jax 0.11.1 removed). The message
+  names the versions that have it and how to do without."""

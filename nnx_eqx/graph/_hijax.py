@@ -25,18 +25,7 @@ from typing import Any
 
 import jax
 
-try:  # JAX's Box hi-type is private API (present in the JAX versions this package tests)
-  from jax._src.hijax import Box as _Box
-except ImportError:  # pragma: no cover - older JAX: hijax Variables are unavailable
-
-  class _Box:  # type: ignore[no-redef]
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-      raise NotImplementedError(
-        f"hijax Variables need jax.Box (jax._src.hijax), which jax {jax.__version__} lacks. "
-        "Fix: upgrade jax, or create the Variable with hijax=False."
-      )
-
-
+from ._errors import JaxVersionError
 from ._variables import (
   _BINARY_OPS,
   _COMPARISONS,
@@ -45,6 +34,34 @@ from ._variables import (
   Variable,
   new_variable,
 )
+
+#: The last jax release whose private ``jax._src.hijax`` has the ``Box`` hi-type.
+LAST_JAX_WITH_BOX = "0.11.0"
+
+
+class _MissingBox:
+  """Stands in for JAX's Box where jax lacks it: making one raises the version error."""
+
+  def __init__(self, *args: Any, **kwargs: Any) -> None:
+    raise JaxVersionError(BOX_MISSING)
+
+
+try:  # JAX's Box hi-type is private API: jax 0.7 (at least) to 0.11.0 have it
+  from jax._src.hijax import Box as _Box
+
+  HAS_BOX = True
+except ImportError:  # jax 0.11.1 and newer: hijax Variables are unavailable
+  _Box = _MissingBox  # type: ignore[assignment,misc]
+  HAS_BOX = False
+
+#: Why hijax Variables are unavailable where :data:`HAS_BOX` is false.
+BOX_MISSING = (
+  f"hijax Variables (hijax=True) keep their state in JAX's Box (jax._src.hijax.Box), which"
+  f" jax {jax.__version__} lacks: it is in jax <= {LAST_JAX_WITH_BOX} and was removed in 0.11.1."
+  f" Fix: install jax<={LAST_JAX_WITH_BOX} (and a matching jaxlib), or create the Variable"
+  " with hijax=False (the default; `nnx.var_defaults(hijax=False)` for a block)."
+)
+
 
 _VAR_TYPE = "var_type"
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import copyreg
 
-from jax.extend.core import get_opaque_trace_state as _get_state
+try:  # jax >= 0.10 exports it from jax.extend.core ...
+  from jax.extend.core import get_opaque_trace_state as _get_state
+except ImportError:  # ... older jax from jax.core
+  from jax.core import get_opaque_trace_state as _get_state  # type: ignore[attr-defined,no-redef]
 
 from ._errors import TraceContextError
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -59,6 +60,17 @@ def next_key(rngs: Any, own: RngStream | None, collection: str, layer: str) -> j
     f"{layer}: call argument `rngs` must be an nnx.Rngs, an nnx.RngStream or a PRNG key,"
     f" got {type(rngs).__name__}."
   )
+
+
+# jax < 0.8.1: ``jax.random.bernoulli`` has no ``out_sharding``; the mask is resharded.
+_BERNOULLI_OUT_SHARDING = "out_sharding" in inspect.signature(jax.random.bernoulli).parameters
+
+
+def _bernoulli(key: Any, p: float, shape: tuple[int, ...], sharding: Any) -> Array:
+  """A boolean mask of ``shape``, placed with ``sharding`` (None: the default)."""
+  if sharding is None or _BERNOULLI_OUT_SHARDING:
+    return jax.random.bernoulli(key, p=p, shape=shape, **optional_kwargs(out_sharding=sharding))
+  return jax.sharding.reshard(jax.random.bernoulli(key, p=p, shape=shape), sharding)
 
 
 def _mesh_sharding(x: Array) -> Any:
@@ -139,8 +151,6 @@ class Dropout(Module):
       shape = list(x.shape)
       for d in self.broadcast_dims:
         shape[d] = 1
-      mask = jax.random.bernoulli(
-        key, p=keep, shape=tuple(shape), **optional_kwargs(out_sharding=_mesh_sharding(x))
-      )
+      mask = _bernoulli(key, keep, tuple(shape), _mesh_sharding(x))
       mask = jnp.broadcast_to(mask, x.shape)
       return lax.select(mask, x / keep, jnp.zeros_like(x))

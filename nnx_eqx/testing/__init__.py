@@ -8,9 +8,11 @@ from ._helpers import assert_no_retrace as assert_no_retrace
 from ._helpers import hlo_equal as hlo_equal
 from ._helpers import stablehlo_text as stablehlo_text
 from ._helpers import tree_allclose as tree_allclose
+from ._tolerance import REDUCED_PRECISION_TOLERANCES as REDUCED_PRECISION_TOLERANCES
 from ._tolerance import TOLERANCES as TOLERANCES
 from ._tolerance import assert_trees_close as assert_trees_close
 from ._tolerance import assert_trees_equal as assert_trees_equal
+from ._tolerance import matmul_precision as matmul_precision
 from ._tolerance import tolerance as tolerance
 
 # --- graph strategies (random NNX module graphs) ---
