@@ -402,7 +402,7 @@ class GraphDef:
 def _retype(g: GraphDef, cls: type) -> Any:
   if type(g) is cls:
     return g
-  new = object.__new__(cls)
+  new: Any = object.__new__(cls)
   for name in GraphDef.__slots__:
     if name != "__weakref__":
       object.__setattr__(new, name, getattr(g, name))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -151,7 +152,8 @@ class _Call:
     the argument's structure and the rest's tangent keeps the placeholders."""
     if not self.split.generic:
       return {self.split.positions.index(a): t}, None
-    holes, treedef = jax.tree_util.tree_flatten(rest_a, is_leaf=_lift._is_hole)
+    holes, treedef_ = jax.tree_util.tree_flatten(rest_a, is_leaf=_lift._is_hole)
+    treedef: Any = treedef_
     parts = treedef.flatten_up_to(t)
     node_t = {h.k: x for h, x in zip(holes, parts) if _lift._is_hole(h)}
     rest_ct = treedef.unflatten([h if _lift._is_hole(h) else x for h, x in zip(holes, parts)])

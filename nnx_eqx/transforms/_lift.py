@@ -66,8 +66,8 @@ def _is_pytree_type(t: type, a: Any) -> bool:
     if t is type(None):
       r = False
     else:
-      s = jax.tree_util.tree_structure(a)
-      r = not (s.num_nodes == 1 and s.num_leaves == 1)
+      leaves = jax.tree_util.tree_leaves(a)
+      r = not (len(leaves) == 1 and leaves[0] is a)
     _PYTREE_TYPES[t] = r
   return r
 
