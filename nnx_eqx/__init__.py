@@ -360,12 +360,9 @@ ModuleDef = GraphDef
 PureModule = Pure
 
 # --- flax names not defined above: lazy submodules and aliases, out-of-scope names ---
-import sys as _sys  # noqa: E402
-
 from . import _flax_names as _flax_names  # noqa: E402
 from ._flax_names import OutOfScopeError as OutOfScopeError  # noqa: E402
 
-__getattr__ = _flax_names.module_getattr(_sys.modules[__name__])
-setattr(bridge, "__getattr__", _flax_names.module_getattr(bridge))  # noqa: B010
+_flax_names.install()  # a module __getattr__ here and on the namespaces concerned
 
 __version__ = "0.1.0"

@@ -3,9 +3,10 @@
 flax.nnx's submodules are attributes after ``from flax import nnx``; here the
 ones not imported by the package itself (``reprlib``, ``tracers``, ...) are
 imported on first access. A flax name that is out of scope (the Linen bridge,
-flax's engine internals) raises :class:`OutOfScopeError`, which says so and
-points to the alternative; any other unknown name raises the usual
-``AttributeError``.
+flax's engine internals: the names of :mod:`._flax_missing`) raises
+:class:`OutOfScopeError`, which says so and points to the alternative; any
+other unknown name raises the usual ``AttributeError``. :func:`install` puts
+the ``__getattr__`` that does this on each namespace concerned.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+from ._flax_missing import MISSING
 from .graph._errors import NnxError
 
 DOCS = "docs/migration/from_flax.md, section 'Names not provided'"
@@ -91,6 +93,20 @@ class OutOfScopeError(NnxError, AttributeError):
   """
 
 
+def _not_provided() -> dict[str, dict[str, str]]:
+  """``{module: {name: reason}}`` of the flax names not provided (built once)."""
+  if not _BY_MODULE:
+    for reason, names in MISSING:
+      for entry in names:
+        module, _, name = entry.partition(":")
+        if name:
+          _BY_MODULE.setdefault(module, {})[name] = reason
+  return _BY_MODULE
+
+
+_BY_MODULE: dict[str, dict[str, str]] = {}
+
+
 def missing(module: str, name: str) -> AttributeError:
   """The error for ``<module>.<name>``: :class:`OutOfScopeError` for a known
   out-of-scope flax name, else a plain ``AttributeError`` naming the list of
@@ -98,6 +114,12 @@ def missing(module: str, name: str) -> AttributeError:
   why = OUT_OF_SCOPE.get(module, {}).get(name)
   if why is not None:
     return OutOfScopeError(f"{module}.{name} {why} The flax.nnx names not provided: {DOCS}.")
+  reason = _not_provided().get(module, {}).get(name)
+  if reason is not None:
+    return OutOfScopeError(
+      f"{module}.{name} (flax.nnx has it) is not provided by nnx_eqx: {reason} The flax.nnx"
+      f" names not provided: {DOCS}."
+    )
   return AttributeError(
     f"module {module!r} has no attribute {name!r}. If it is a flax.nnx name, see the list of"
     f" names nnx_eqx does not provide ({DOCS})."
@@ -121,3 +143,14 @@ def module_getattr(module: ModuleType):
     raise missing(name_of, name)
 
   return __getattr__
+
+
+def install() -> None:
+  """Puts :func:`module_getattr` on the package root and on every namespace that
+  has flax names not provided (e.g. ``nnx.graphlib``, ``nnx.bridge``)."""
+  for name in ("nnx_eqx", *OUT_OF_SCOPE, *_not_provided()):
+    module = importlib.import_module(name)
+    if not getattr(module.__dict__.get("__getattr__"), "_nnx_flax_names", False):
+      hook = module_getattr(module)
+      hook._nnx_flax_names = True  # type: ignore[attr-defined]
+      setattr(module, "__getattr__", hook)  # noqa: B010

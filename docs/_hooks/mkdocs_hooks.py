@@ -14,7 +14,7 @@
 * ``<!-- generated: benchmark-results -->`` becomes ``benchmarks/results/RESULTS.md``,
   with its PNG plots added to the site.
 * ``<!-- generated: flax-names-missing -->`` becomes the flax.nnx names nnx_eqx
-  does not provide, by reason (``tests/parity/flax_surface_missing.toml``).
+  does not provide, by reason (``nnx_eqx._flax_missing``).
 * ``<!-- generated: supported-versions -->`` becomes the Python and dependency
   versions ``pyproject.toml`` requires.
 """
@@ -169,13 +169,11 @@ def benchmark_results() -> str:
 
 def flax_names_missing() -> str:
   """The flax.nnx names not provided, one collapsed list per reason."""
-  import tomllib
+  from nnx_eqx._flax_missing import MISSING
 
-  data = tomllib.loads((ROOT / "tests" / "parity" / "flax_surface_missing.toml").read_text())
   lines: list[str] = []
-  for entry in data["missing"]:
-    names = [n.replace("nnx_eqx", "nnx", 1) for n in entry["names"]]
-    reason = " ".join(entry["reason"].split())
+  for reason, entry_names in MISSING:
+    names = [n.replace("nnx_eqx", "nnx", 1) for n in entry_names]
     lines += [f"- {reason}", "", f'    ??? note "{len(names)} names"', ""]
     lines += [f"        `{n}`  " for n in names]
     lines.append("")
