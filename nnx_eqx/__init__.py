@@ -37,6 +37,7 @@ from .module import Sequence as Sequence
 from .module import Sequential as Sequential
 from .graph import FilterError as FilterError
 from .graph import GraphStructureError as GraphStructureError
+from .graph import PytreeDepthError as PytreeDepthError
 from .graph import SharedReferenceError as SharedReferenceError
 from .graph import set_metadata as set_metadata
 from .graph import ImmutableError as ImmutableError

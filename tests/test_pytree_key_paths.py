@@ -1,4 +1,5 @@
-"""Key paths of a Module's leaves print as JAX prints its own (``.name`` / ``[0]``), as in flax."""
+"""Key paths of a Module's leaves are JAX's own keys (``.name`` / ``[0]``; a Variable's
+value is ``.value``), as in flax.nnx 0.12."""
 
 import jax
 import jax.numpy as jnp
@@ -12,11 +13,14 @@ def test_list_items_print_as_sequence_keys():
       self.layers = nnx.List([nnx.Linear(1, 1, rngs=nnx.Rngs(0)) for _ in range(2)])
       self.t = nnx.data((jnp.ones(1),))
 
-  paths = [jax.tree_util.keystr(p) for p, _ in jax.tree.flatten_with_path(MLP())[0]]
+  flat = jax.tree.flatten_with_path(MLP())[0]
+  paths = [jax.tree_util.keystr(p) for p, _ in flat]
   assert paths == [
-    ".layers[0].bias",
-    ".layers[0].kernel",
-    ".layers[1].bias",
-    ".layers[1].kernel",
+    ".layers[0].bias.value",
+    ".layers[0].kernel.value",
+    ".layers[1].bias.value",
+    ".layers[1].kernel.value",
     ".t[0]",
   ]
+  own = (jax.tree_util.GetAttrKey, jax.tree_util.SequenceKey, jax.tree_util.DictKey)
+  assert all(type(k) in own for p, _ in flat for k in p)

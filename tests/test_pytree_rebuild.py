@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 
 import nnx_eqx as nnx
-from nnx_eqx.graph import _graph
+from nnx_eqx.graph import _graph, _version
 from nnx_eqx.testing import (
   TraceCounter,
   assert_trees_close,
@@ -31,19 +31,18 @@ from nnx_eqx.testing import (
 
 
 def _fresh(node):
-  """Leaves and GraphDef of ``node`` from a walk that reuses nothing."""
-  w = _graph.walk_uncached(node)
-  return w.leaves(), w.graphdef
+  """Leaves and structure of ``node`` flattened with every record discarded."""
+  _version.bump()  # records are valid for one structural version
+  leaves, treedef = jax.tree.flatten(node)
+  assert _graph.walk_uncached(node).leaves().__len__() == len(leaves)
+  return leaves, treedef
 
 
 def _check_flatten_is_fresh(node) -> None:
-  leaves, aux = jax.tree_util.tree_flatten(node, is_leaf=lambda x: x is None)
-  fresh_leaves, fresh_gd = _fresh(node)
-  assert jax.tree.structure(node).node_data()[1] == fresh_gd
-  assert len(leaves) == len(fresh_leaves)
-  assert_trees_equal(
-    [x for x in leaves if x is not None], [x for x in fresh_leaves if x is not None]
-  )
+  leaves, treedef = jax.tree.flatten(node)  # from the records (a rebuilt graph's own)
+  fresh_leaves, fresh_treedef = _fresh(node)
+  assert treedef == fresh_treedef
+  assert_trees_equal(leaves, fresh_leaves)
 
 
 @given(graphs())
@@ -164,12 +163,17 @@ def test_rebuilt_graph_is_freed_when_dropped_without_garbage_collection():
     gc.enable()
 
 
-def test_aux_data_is_one_canonical_graphdef_per_structure():
+def test_structures_are_equal_per_graph_structure():
   m = nnx.from_eqx(eqx.nn.MLP(3, 3, 4, 2, key=jax.random.key(0)))
   other = nnx.from_eqx(eqx.nn.MLP(3, 3, 4, 2, key=jax.random.key(1)))
-  gd = jax.tree.structure(m).node_data()[1]
-  assert jax.tree.structure(other).node_data()[1] is gd
-  assert jax.tree.structure(jax.tree.map(lambda x: x, m)).node_data()[1] is gd
+  treedef = jax.tree.structure(m)
+  assert jax.tree.structure(other) == treedef and hash(jax.tree.structure(other)) == hash(treedef)
+  assert jax.tree.structure(jax.tree.map(lambda x: x, m)) == treedef
+  assert jax.tree.structure(nnx.from_eqx(eqx.nn.MLP(3, 3, 5, 2, key=jax.random.key(0)))) != (
+    treedef  # a static attribute (width_size) differs
+  )
+  deeper = nnx.from_eqx(eqx.nn.MLP(3, 3, 4, 3, key=jax.random.key(0)))
+  assert jax.tree.structure(deeper) != treedef
 
 
 def test_inference_mode_on_a_rebuilt_module_flips_the_flag():

@@ -39,6 +39,18 @@ class GraphStructureError(NnxError, ValueError):
   cannot be walked (e.g. an unsupported object in a node position)."""
 
 
+class PytreeDepthError(GraphStructureError, RecursionError):
+  """A Module graph nests deeper than JAX's pytree functions can go.
+
+  ``jax.tree`` functions (and so ``jax.jit`` over a module, ``eqx.filter_jit``,
+  ``eqx.tree_at``) recurse once per level of a nested pytree and overflow near
+  1,000 levels, as for an Equinox model; this is raised before they start.
+
+  Fix: use the graph API, which walks any depth: ``nnx.split``/``nnx.merge``,
+  ``nnx.state``, and the lifted transforms (``nnx.jit``, ``nnx.grad``, ...).
+  """
+
+
 class SharedReferenceError(GraphStructureError):
   """A graph passed in tree mode (``graph=False`` or ``nnx.set_graph_mode(False)``)
   holds the same Variable or Module twice, or a reference cycle: plain pytrees

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _graphdef, _pytree_fast, _pytree_flags, _version
+from . import _graphdef, _pytree_view, _version
 from ._errors import GraphStructureError, StateMismatchError
 from ._filters import Filter, to_predicate
 from ._flat_state import FlatState
@@ -641,114 +641,8 @@ def iter_modules(node: Any, *, graph: bool = True) -> Iterator[tuple[tuple, Any]
     yield path, nodes[i][1]
 
 
-# --------------------------------------------------------------------------
-# Graph nodes as JAX pytrees (sharing-preserving)
-# --------------------------------------------------------------------------
-class _PathKey:
-  __slots__ = ("path",)
-
-  def __init__(self, path):
-    self.path = path
-
-  def __str__(self):
-    # As JAX prints its own keys: ``.name`` for attributes, ``[0]`` for list/tuple items.
-    return "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in self.path)
-
-  __repr__ = __str__
-
-
-class _FlaggedDef:
-  """Pytree aux data of a graph whose view ends with flag leaves (see _pytree_flags)."""
-
-  __slots__ = ("graphdef", "neutral", "idx", "n")
-
-  def __init__(self, gd, neutral, idx, n):
-    # Structures compare with the flags at False (``neutral``): they are leaves, not structure.
-    self.graphdef, self.neutral, self.idx, self.n = gd, neutral, idx, n
-
-  def __eq__(self, other):
-    return (
-      type(other) is _FlaggedDef
-      and self.idx == other.idx
-      and self.n == other.n
-      and self.neutral == other.neutral
-    )
-
-  def __hash__(self):
-    return hash((self.neutral, self.idx))
-
-  def __repr__(self):
-    return f"{self.neutral!r} + flags at nodes {list(self.idx)}"
-
-
-# The aux data of a flattened graph is its canonical GraphDef, and a graph rebuilt
-# from it records where its leaves are (see _pytree_fast): rebuilding and
-# re-flattening modules in pytree maps and in eqx.filter_jit walks nothing.
-def _flat_view(node) -> tuple:
-  """``(source, graphdef, leaves, flag indices, neutral graphdef)`` of ``node``,
-  from its Born record when it was rebuilt and is unchanged, else from its walk."""
-  b = _pytree_fast.born_of(node)
-  if b is not None:
-    return b, b.graphdef, b.leaves(node), b.flags, b.neutral
-  w = walk(node)
-  gd = _pytree_fast.canonical_of_walk(w)
-  idx = _pytree_flags.flag_indices(w) if _pytree_flags.FLAG_ATTRS else ()
-  neutral = (
-    _pytree_flags.neutral_graphdef(w, walk_uncached, _pytree_fast.canonical) if idx else None
-  )
-  return w, gd, w.leaves(), idx, neutral
-
-
-def _prefix_view(node) -> tuple | None:
-  """``(keyed children, aux)`` recorded on a tree-mode ``nnx.prefix`` copy: the
-  original graph's structure with the prefix values as leaves (see _prefix)."""
-  d = getattr(node, "__dict__", None)
-  return None if d is None else d.get("_nnx_prefix_view")
-
-
-def _pytree_flatten(node):
-  view = _prefix_view(node)
-  if view is not None:
-    return [v for _, v in view[0]], view[1]
-  w, gd, leaves, idx, neutral = _flat_view(node)
-  if not idx:
-    return leaves, gd
-  aux = _FlaggedDef(gd, neutral, idx, len(leaves))
-  return leaves + _pytree_flags.flag_children(w, idx, False, _PathKey), aux
-
-
-def _pytree_flatten_with_keys(node):
-  view = _prefix_view(node)
-  if view is not None:
-    return view
-  w, gd, leaves, idx, neutral = _flat_view(node)
-  children = list(zip(map(_PathKey, gd.paths), leaves))
-  if not idx:
-    return children, gd
-  aux = _FlaggedDef(gd, neutral, idx, len(children))
-  return children + _pytree_flags.flag_children(w, idx, True, _PathKey), aux
-
-
-def _pytree_unflatten(aux, leaves):
-  if type(aux) is not _FlaggedDef:
-    return _pytree_fast.rebuild(aux, leaves)
-  leaves = list(leaves)
-  nodes: list = []
-  root = _pytree_fast.rebuild(aux.graphdef, leaves[: aux.n], nodes)
-  changed = _pytree_flags.apply_flags(nodes, aux.idx, leaves[aux.n :])
-  born = root.__dict__.get("_nnx_born")
-  if changed and born is not None:  # a flag (a static attribute) changed: no longer valid
-    del root.__dict__["_nnx_born"]
-  elif born is not None:
-    born.flags, born.neutral = aux.idx, aux.neutral
-  return root
-
-
-def register_pytree(cls: type) -> None:
-  """Registers a graph node class as a JAX pytree that preserves sharing."""
-  jax.tree_util.register_pytree_with_keys(
-    cls, _pytree_flatten_with_keys, _pytree_unflatten, _pytree_flatten
-  )
+# Graph nodes as JAX pytrees: nested, sharing kept (see _pytree_view)
+register_pytree = _pytree_view.register_pytree
 
 
 # GraphDef's seed-era ``merge``/``apply`` methods call back into this module.

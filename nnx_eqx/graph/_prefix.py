@@ -20,7 +20,7 @@ from typing import Any
 
 import jax
 
-from . import _graph, _graph_mode
+from . import _graph_mode, _pytree_view
 from ._duplicates import variable_paths
 from ._errors import FilterError, GraphStructureError
 from ._filters import Filter, to_predicate
@@ -204,12 +204,10 @@ def prefix(
     copy = unflatten(without_variables(w.graphdef), values)
     _remember(copy, list(zip(w.paths, values)))
     if hasattr(copy, "__dict__"):
-      # As a JAX pytree the copy flattens like ``x`` with the prefix values as leaves,
-      # so it is a prefix for plain ``jax.vmap(in_axes=...)`` too (flags get None).
-      kids, aux = _graph._pytree_flatten_with_keys(x)
-      by_path = dict(zip(w.paths, values))
-      view = [(k, by_path.get(getattr(k, "path", None))) for k, _ in kids]
-      copy.__dict__["_nnx_prefix_view"] = (view, aux)
+      # As a JAX pytree the copy flattens like ``x`` with the prefix values where
+      # its Variables are, so it is a prefix for plain ``jax.vmap(in_axes=...)``
+      # too (mode flags get None).
+      _pytree_view.mark_prefix_copy(copy, x)
     return copy
 
   return jax.tree_util.tree_map_with_path(on_leaf, node, is_leaf=is_node)

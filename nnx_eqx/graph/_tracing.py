@@ -8,10 +8,30 @@ from jax.extend.core import get_opaque_trace_state as _get_state
 
 from ._errors import TraceContextError
 
+try:  # the fast path: the token of the current trace is reused while that trace is current
+  from jax._src.core import trace_ctx as _CTX
+
+  _CTX.trace._weakref  # noqa: B018  (the attribute the token is made of)
+except (ImportError, AttributeError):  # another jax: every call asks jax (tested in test_tracing)
+  _CTX = None  # type: ignore[assignment]
+
+_LAST: list = [None, None]  # (weak reference to the last trace seen, its token)
+
 
 def current_trace():
-  """Returns an opaque token of the current JAX trace, comparable with ``==``."""
-  return _get_state(convention="flax")
+  """Returns an opaque token of the current JAX trace, comparable with ``==``.
+
+  Pytree unflattening makes one per Module and Variable, so the token of the
+  current trace is kept and reused while that trace stays current.
+  """
+  if _CTX is None:
+    return _get_state(convention="flax")
+  ref = _CTX.trace._weakref
+  if ref is _LAST[0]:
+    return _LAST[1]
+  token = _get_state(convention="flax")
+  _LAST[0], _LAST[1] = ref, token
+  return token
 
 
 def _reduce_trace(token):

@@ -277,8 +277,8 @@ class Variable(MetadataMethods, Generic[A]):
 
   def __getattr__(self, name: str):
     if name == "_metadata":
-      # a Variable rebuilt without metadata (``_pytree_fast`` allocates no empty
-      # dict per Variable): its own empty dict, made on first use
+      # a Variable rebuilt without metadata (pytree unflattening allocates no
+      # empty dict per Variable): its own empty dict, made on first use
       empty: dict = {}
       self.__dict__["_metadata"] = empty
       return empty
@@ -552,18 +552,23 @@ class Perturbation(Intermediate[A]):
 
 
 def _aux(v: Variable):
-  md = v._metadata
+  md = v.__dict__.get("_metadata")
+  if not md:
+    return ()
   if _hashable_items(md):
     return tuple(sorted(md.items(), key=lambda kv: kv[0]))
   return _MetaBox(md)
 
 
+_VALUE_KEY = jax.tree_util.GetAttrKey("value")
+
+
 def _var_flatten_with_keys(v: Variable):
-  return ((jax.tree_util.GetAttrKey("value"), v._value),), _aux(v)
+  return ((_VALUE_KEY, v.__dict__["_value"]),), _aux(v)
 
 
 def _var_flatten(v: Variable):
-  return (v._value,), _aux(v)
+  return (v.__dict__["_value"],), _aux(v)
 
 
 class _MetaBox:
@@ -595,10 +600,18 @@ def _hashable_items(md: dict) -> bool:
   return True
 
 
+_new = object.__new__
+
+
 def _make_unflatten(cls):
   def unflatten(aux, children):
-    md = dict(aux.items) if isinstance(aux, _MetaBox) else dict(aux)
-    return new_variable(cls, children[0], md, current_trace())
+    v = _new(cls)
+    d = v.__dict__
+    d["_value"] = children[0]
+    if aux:  # else its own empty metadata dict is made on first use (``__getattr__``)
+      d["_metadata"] = dict(aux.items) if isinstance(aux, _MetaBox) else dict(aux)
+    d["_trace"] = current_trace()
+    return v
 
   return unflatten
 
