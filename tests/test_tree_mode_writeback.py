@@ -5,9 +5,10 @@ Variables writes what the function changed back to those Variables (as flax.nnx
 import jax
 import jax.numpy as jnp
 import pytest
+from hypothesis import given, settings
 
 import nnx_eqx as nnx
-from nnx_eqx.testing import assert_trees_equal
+from nnx_eqx.testing import assert_trees_equal, graphs
 
 
 class Counter(nnx.Module):
@@ -149,3 +150,21 @@ def test_state_of_specs_resolves_by_path_inside_the_argument():
     return nnx.merge(graphdef, state)(jnp.ones((1, 2)))
 
   assert f(state).shape == (1, 4)
+
+
+@settings(deadline=None, max_examples=25)
+@given(graphs(sharing=False, cycles=False, raw_arrays=False, dtypes=("float32", "int32")))
+def test_write_back_law_every_variable_of_a_state_argument_gets_its_new_value(m):
+  _, state = nnx.split(m)
+  before = {p: v[...] for p, v in nnx.to_flat_state(state)}
+
+  @nnx.jit(graph=False)
+  def bump(state):
+    for _, v in nnx.to_flat_state(state):
+      v[...] = v[...] + 1
+
+  bump(state)
+  after = {p: v[...] for p, v in nnx.to_flat_state(nnx.state(m))}
+  assert after.keys() == before.keys()
+  for p in before:
+    assert_trees_equal(after[p], before[p] + 1)
