@@ -16,7 +16,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from . import _graphdef, _pytree_view, _version
 from ._errors import GraphStructureError, StateMismatchError
@@ -49,8 +48,6 @@ from ._walk import Walk as Walk
 from ._walk import unflatten as unflatten
 from ._walk import walk as walk
 from ._walk import walk_uncached as walk_uncached
-
-_ARRAYS = (jax.Array, np.ndarray)
 
 
 # --------------------------------------------------------------------------
