@@ -363,4 +363,10 @@ from .variablelib import variable_type_from_name as variable_type_from_name
 ModuleDef = GraphDef
 PureModule = Pure
 
+# --- flax names not defined above: lazy submodules and aliases, out-of-scope names ---
+from . import _flax_names as _flax_names  # noqa: E402
+from ._flax_names import OutOfScopeError as OutOfScopeError  # noqa: E402
+
+_flax_names.install()  # a module __getattr__ here and on the namespaces concerned
+
 __version__ = "0.1.0"

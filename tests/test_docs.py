@@ -102,6 +102,24 @@ def test_flax_differences_name_every_failing_test():
   assert "Not yet explained" not in text
 
 
+def test_generated_versions_and_missing_names_come_from_their_sources():
+  pytest.importorskip("mkdocs")
+  import tomllib
+
+  hooks = _load("mkdocs_hooks")
+  project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+  versions = hooks.supported_versions()
+  assert f"| Python | `{project['requires-python']}` |" in versions
+  for dep in project["dependencies"]:
+    assert dep.split(">")[0].split("=")[0] in versions
+  listed = hooks.flax_names_missing()
+  from nnx_eqx._flax_missing import MISSING
+
+  for _, names in MISSING:
+    for name in names:
+      assert f"`{name.replace('nnx_eqx', 'nnx', 1)}`" in listed
+
+
 def test_docstring_conventions_are_read_as_google_sections():
   pytest.importorskip("griffe")
   ext = _load("griffe_docstrings")

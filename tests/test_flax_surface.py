@@ -2,22 +2,23 @@
 
 tests/parity/flax_surface.json lists every public module path and name of flax.nnx
 (regenerate with ``/work/flaxenv/bin/python tests/parity/flax_surface.py`` or any Python
-with flax); tests/parity/flax_surface_missing.toml lists, with reasons, the ones nnx_eqx
-does not provide.
+with flax); nnx_eqx._flax_missing lists, with reasons, the ones nnx_eqx does not provide
+(asking for one raises nnx.OutOfScopeError with its reason).
 """
 
 import importlib
 import json
 import pathlib
-import tomllib
 
 import pytest
 
+import nnx_eqx as nnx
+from nnx_eqx._flax_missing import MISSING
+
 PARITY = pathlib.Path(__file__).parent / "parity"
 SURFACE = json.loads((PARITY / "flax_surface.json").read_text())["modules"]
-MISSING = tomllib.loads((PARITY / "flax_surface_missing.toml").read_text())["missing"]
-MISSING_NAMES = {n for group in MISSING for n in group.get("names", [])}
-MISSING_MODULES = {m for group in MISSING for m in group.get("modules", [])}
+MISSING_NAMES = {n for _, names in MISSING for n in names if ":" in n}
+MISSING_MODULES = {n for _, names in MISSING for n in names if ":" not in n}
 
 
 def _import(path: str):
@@ -31,14 +32,23 @@ def _import(path: str):
 def test_module_path_and_names_import(path):
   module = _import(path)
   if path in MISSING_MODULES:
-    assert module is None, f"{path} exists now: remove it from flax_surface_missing.toml"
+    assert module is None, f"{path} exists now: remove it from nnx_eqx/_flax_missing.py"
     return
   assert module is not None, f"no module {path}"
   absent = [n for n in SURFACE[path] if not hasattr(module, n)]
   unexpected = [n for n in absent if f"{path}:{n}" not in MISSING_NAMES]
   assert not unexpected, f"{path} lacks {unexpected}"
   provided = [n for n in SURFACE[path] if f"{path}:{n}" in MISSING_NAMES and hasattr(module, n)]
-  assert not provided, f"{path} provides {provided}: remove them from flax_surface_missing.toml"
+  assert not provided, f"{path} provides {provided}: remove them from nnx_eqx/_flax_missing.py"
+
+
+@pytest.mark.parametrize("entry", sorted(MISSING_NAMES))
+def test_each_name_not_provided_raises_out_of_scope_with_its_reason(entry):
+  path, _, name = entry.partition(":")
+  reason = next(r for r, names in MISSING if entry in names)
+  with pytest.raises(nnx.OutOfScopeError, match="is not provided by nnx_eqx") as e:
+    getattr(importlib.import_module(path), name)
+  assert reason in str(e.value)
 
 
 def test_missing_list_names_only_listed_entries():

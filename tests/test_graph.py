@@ -151,7 +151,7 @@ def test_iter_graph_and_modules():
   m = Tied(nnx.Rngs(0))
   paths = [p for p, _ in nnx.iter_graph(m)]
   assert paths == [("dec", "bias"), ("dec", "kernel"), ("dec",), ()]  # children first
-  assert [p for p, _ in nnx.iter_modules(m)] == [(), ("dec",)]
+  assert [p for p, _ in nnx.iter_modules(m)] == [("dec",), ()]
 
 
 def test_tuple_and_dict_attributes_are_walked():

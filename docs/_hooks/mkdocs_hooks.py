@@ -13,6 +13,10 @@
   (the same sources as ``tests/parity/flax_suite.md``).
 * ``<!-- generated: benchmark-results -->`` becomes ``benchmarks/results/RESULTS.md``,
   with its PNG plots added to the site.
+* ``<!-- generated: flax-names-missing -->`` becomes the flax.nnx names nnx_eqx
+  does not provide, by reason (``nnx_eqx._flax_missing``).
+* ``<!-- generated: supported-versions -->`` becomes the Python and dependency
+  versions ``pyproject.toml`` requires.
 """
 
 from __future__ import annotations
@@ -130,7 +134,7 @@ def flax_differences() -> str:
   t = summary["total"]
   lines = [
     f"**{t['passed']} of {t['applicable']} applicable flax tests pass "
-    f"({100 * t['passed'] / t['applicable']:.0f} %);** {len(summary['failing'])} fail, "
+    f"({100 * t['passed'] / t['applicable']:.1f} %);** {len(summary['failing'])} fail, "
     f"{len(unexplained)} without an explanation.",
     "",
     "| flax test file | applicable | pass |",
@@ -163,7 +167,37 @@ def benchmark_results() -> str:
   return re.sub(r"\]\(([\w.-]+\.png)\)", r"](../benchmarks/results/\1)", text)
 
 
-_GENERATED = {"flax-differences": flax_differences, "benchmark-results": benchmark_results}
+def flax_names_missing() -> str:
+  """The flax.nnx names not provided, one collapsed list per reason."""
+  from nnx_eqx._flax_missing import MISSING
+
+  lines: list[str] = []
+  for reason, entry_names in MISSING:
+    names = [n.replace("nnx_eqx", "nnx", 1) for n in entry_names]
+    lines += [f"- {reason}", "", f'    ??? note "{len(names)} names"', ""]
+    lines += [f"        `{n}`  " for n in names]
+    lines.append("")
+  return "\n".join(lines)
+
+
+def supported_versions() -> str:
+  """A table of the Python and runtime dependency versions pyproject.toml requires."""
+  import tomllib
+
+  project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+  rows = [("Python", project["requires-python"])]
+  for dep in project["dependencies"]:
+    name = re.split(r"[<>=!~;\[ ]", dep, maxsplit=1)[0]
+    rows.append((name, dep[len(name) :].strip() or "any"))
+  return "\n".join(["| package | versions |", "|---|---|"] + [f"| {n} | `{v}` |" for n, v in rows])
+
+
+_GENERATED = {
+  "flax-differences": flax_differences,
+  "benchmark-results": benchmark_results,
+  "flax-names-missing": flax_names_missing,
+  "supported-versions": supported_versions,
+}
 
 
 def on_page_markdown(markdown, page, config, files, **kwargs):

@@ -16,10 +16,9 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from . import _graphdef, _pytree_view, _version
-from ._errors import GraphStructureError, ShapeDtypeError, StateMismatchError
+from ._errors import GraphStructureError, StateMismatchError
 from ._filters import Filter, to_predicate
 from ._flat_state import FlatState
 from ._graphdef import ApplyCaller as ApplyCaller
@@ -49,8 +48,6 @@ from ._walk import Walk as Walk
 from ._walk import unflatten as unflatten
 from ._walk import walk as walk
 from ._walk import walk_uncached as walk_uncached
-
-_ARRAYS = (jax.Array, np.ndarray)
 
 
 # --------------------------------------------------------------------------
@@ -413,31 +410,19 @@ def _mismatch_error(missing, extra) -> StateMismatchError:
   )
 
 
-def _check_compatible(path, old, new) -> None:
-  if isinstance(old, _ARRAYS) and isinstance(new, (*_ARRAYS, np.generic)):
-    if np.shape(old) != np.shape(new) or old.dtype != new.dtype:
-      raise ShapeDtypeError(
-        f"update: the value at {_fmt(path)} has shape {np.shape(old)} and dtype"
-        f" {old.dtype}, but the new value has shape {np.shape(new)} and dtype"
-        f" {new.dtype}. Fix: pass a value of the same shape and dtype (cast"
-        " with `.astype`), or assign a new Variable to the attribute to change"
-        " its shape."
-      )
-
-
 def update(node: Any, *states: State) -> None:
   """Writes the values of ``states`` into ``node``'s Variables, in place.
 
   Paths the graph lacks are added as new attributes when their parent exists
-  (e.g. Intermediates produced by a functional call).
+  (e.g. Intermediates produced by a functional call). As in flax.nnx, a value
+  may have another shape or dtype than the one it replaces (e.g. parameters
+  stacked by ``jax.vmap``).
 
   Args:
     node: a graph node.
     *states: States (or nested dicts of values) keyed by paths of ``node``.
 
   Raises:
-    ShapeDtypeError: a new value's shape or dtype differs from the current one
-      (the path, both shapes and dtypes are named).
     StateMismatchError: a path's parent is not in the graph.
 
   Example:
@@ -452,7 +437,6 @@ def update(node: Any, *states: State) -> None:
   if _is_root_leaf(w) and isinstance(w.slots[0], Variable):  # a split Variable
     new_leaf = _root_leaf_of(states)
     value = new_leaf._value if isinstance(new_leaf, Variable) else new_leaf
-    _check_compatible((), w.slots[0]._value, value)
     w.slots[0].__dict__["_value"] = value
     return
   index = w.path_index()
@@ -462,7 +446,6 @@ def update(node: Any, *states: State) -> None:
     new = leaf._value if isinstance(leaf, Variable) else leaf
     if i is not None:
       slot = w.slots[i]
-      _check_compatible(path, slot._value, new)
       if isinstance(slot, Variable):
         slot.__dict__["_value"] = new
         if isinstance(leaf, Variable) and leaf._metadata != slot._metadata:
@@ -604,7 +587,11 @@ def iter_graph(node: Any, *, graph: bool = True) -> Iterator[tuple[tuple, Any]]:
     >>> [p for p, _ in nnx.iter_graph(nnx.Linear(1, 1, rngs=nnx.Rngs(0)))]
     [('bias',), ('kernel',), ()]
   """
-  w = _walk_for(node, graph, "iter_graph")
+  return _iter_walk(_walk_for(node, graph, "iter_graph"))
+
+
+def _iter_walk(w: Walk) -> Iterator[tuple[tuple, Any]]:
+  """``iter_graph`` over an existing walk."""
   slots = iter(w.slots)  # VAR and LEAF entries hold the slots in walk order
   stack: list = [(w.graphdef.defn, (), False)]
   while stack:

@@ -372,18 +372,86 @@ class GraphDef:
     return ENGINE["merge"](self, *states)
 
   def apply(self, *states: Any) -> ApplyCaller:
-    """Seed-era functional call: ``graphdef.apply(state)(x)`` or
+    """Functional call, as flax.nnx: ``graphdef.apply(state)(x)`` or
     ``graphdef.apply(state).submodule.method(x)`` returns
-    ``(out, (new_state, graphdef))`` and leaves the inputs untouched.
+    ``(out, (graphdef, new_state))`` and leaves the inputs untouched.
+
+    A moduledef made by the seed-era ``Module.partition`` (a
+    :class:`SeedGraphDef`) keeps the seeds' order ``(out, (new_state,
+    moduledef))`` instead; flax code never gets one (``nnx.split`` and
+    ``nnx.graphdef`` give plain GraphDefs).
+
+    Raises:
+      StateMismatchError: if the states do not fit the GraphDef.
 
     Example:
       >>> import jax.numpy as jnp, nnx_eqx as nnx
-      >>> state, moduledef = nnx.Linear(2, 3, rngs=nnx.Rngs(0)).partition()
-      >>> y, (state, moduledef) = moduledef.apply(state)(jnp.ones((1, 2)))
-      >>> y.shape
-      (1, 3)
+      >>> graphdef, state = nnx.split(nnx.Linear(2, 3, rngs=nnx.Rngs(0)))
+      >>> y, (graphdef, state) = graphdef.apply(state)(jnp.ones((1, 2)))
+      >>> y.shape, type(graphdef).__name__
+      ((1, 3), 'GraphDef')
+    """
+    return ApplyCaller(self, states, (), graphdef_first=True)
+
+  def as_seed(self) -> SeedGraphDef:
+    """This GraphDef as a seed-era moduledef (whose ``apply`` returns
+    ``(out, (state, moduledef))``)."""
+    return _retype(self, SeedGraphDef)
+
+
+def _retype(g: GraphDef, cls: type) -> Any:
+  if type(g) is cls:
+    return g
+  new: Any = object.__new__(cls)
+  for name in GraphDef.__slots__:
+    if name != "__weakref__":
+      object.__setattr__(new, name, getattr(g, name))
+  return new
+
+
+class SeedGraphDef(GraphDef):
+  """The moduledef of the seed-era API (``Module.partition``, ``Pure``): equal
+  to the GraphDef of the same graph, but ``apply`` keeps the seeds' result
+  order ``(out, (state, moduledef))``.
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> state, moduledef = nnx.Linear(2, 3, rngs=nnx.Rngs(0)).partition()
+    >>> y, (state, moduledef) = moduledef.apply(state)(jnp.ones((1, 2)))
+    >>> y.shape, type(moduledef).__name__
+    ((1, 3), 'SeedGraphDef')
+  """
+
+  __slots__ = ()
+
+  def apply(self, *states: Any) -> ApplyCaller:
+    """Seed-era functional call: ``moduledef.apply(state)(x)`` returns
+    ``(out, (new_state, moduledef))``.
+
+    Raises:
+      StateMismatchError: if the states do not fit the GraphDef.
+
+    Example:
+      >>> import jax.numpy as jnp, nnx_eqx as nnx
+      >>> (params, rest), moduledef = nnx.Linear(2, 3, rngs=nnx.Rngs(0)).partition(
+      ...   nnx.Param, ...)
+      >>> y, (state, moduledef) = moduledef.apply(params, rest)(jnp.ones((1, 2)))
+      >>> sorted(state)
+      ['bias', 'kernel']
     """
     return ApplyCaller(self, states, ())
+
+  def as_plain(self) -> GraphDef:
+    """This moduledef as a plain GraphDef (flax's ``apply`` order)."""
+    return _retype(self, GraphDef)
+
+  def __reduce__(self):
+    fn, args = super().__reduce__()
+    return _seed_of, (fn, args)
+
+
+def _seed_of(fn: Any, args: tuple) -> SeedGraphDef:
+  return fn(*args).as_seed()
 
 
 class ApplyCaller:
@@ -419,7 +487,9 @@ class ApplyCaller:
       target = getattr(target, k) if is_attr else target[k]
     out = target(*args, **kwargs)
     graphdef, state = ENGINE["split"](node)
-    return out, ((graphdef, state) if self._graphdef_first else (state, graphdef))
+    if self._graphdef_first:
+      return out, (graphdef, state)
+    return out, (state, graphdef.as_seed())
 
 
 def call(graph_state: tuple, /) -> ApplyCaller:
@@ -446,7 +516,8 @@ def call(graph_state: tuple, /) -> ApplyCaller:
 
 # A GraphDef is a pytree without leaves (static), as in the seeds and flax.nnx, so it
 # can be passed to and returned from JAX transforms like a State.
-jax.tree_util.register_pytree_node(GraphDef, lambda g: ((), g), lambda g, _: g)
+for _cls in (GraphDef, SeedGraphDef):
+  jax.tree_util.register_pytree_node(_cls, lambda g: ((), g), lambda g, _: g)
 
 _Node = TypeVar("_Node")
 if TYPE_CHECKING:

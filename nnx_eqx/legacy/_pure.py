@@ -13,6 +13,7 @@ import jax
 
 from ..graph import _graph, _node_types
 from ..graph._filters import Filter
+from ..graph._graphdef import GraphDef
 from ..graph._state import State
 
 
@@ -40,6 +41,8 @@ class Pure(tuple):
   __slots__ = ()
 
   def __new__(cls, states, graphdef):
+    if isinstance(graphdef, GraphDef):  # a seed moduledef: apply keeps the seeds' order
+      graphdef = graphdef.as_seed()
     return super().__new__(cls, (states, graphdef))
 
   def __getnewargs__(self):

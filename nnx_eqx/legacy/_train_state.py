@@ -111,7 +111,7 @@ class TrainState(Pytree, Generic[M]):
       AttributeError: if a string names no field.
     """
     resolved = tuple(getattr(self, s) if isinstance(s, str) else s for s in states)
-    return self.graphdef.apply(*(resolved or (self.params,)))
+    return self.graphdef.as_seed().apply(*(resolved or (self.params,)))
 
   def apply_gradients(self, grads: State, **kwargs: Any) -> TrainState[M]:
     """One optimizer update: returns a new TrainState with updated ``params``,

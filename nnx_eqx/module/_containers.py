@@ -34,6 +34,7 @@ class List(Module, MutableSequence):
   """
 
   _nnx_container = True
+  _nnx_skip_iter_modules = True  # flax keeps plain lists/dicts: nnx.iter_modules skips it
 
   def __init__(self, items: Iterable[Any] = ()):
     self.__dict__["_nnx_items"] = [_item(x) for x in items]
@@ -250,6 +251,7 @@ class Dict(Module, MutableMapping):
   """
 
   _nnx_container = True
+  _nnx_skip_iter_modules = True  # flax keeps plain lists/dicts: nnx.iter_modules skips it
 
   def __init__(self, items: Mapping[str, Any] | Iterable[tuple[str, Any]] = (), /, **kwargs: Any):
     for k, v in dict(items, **kwargs).items():

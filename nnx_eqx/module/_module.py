@@ -83,15 +83,16 @@ class Module(Pytree):
       ['bias', 'kernel']
     """
     graphdef, *states = _graph.split_as(self, filters, snapshot=True)
-    return SEED_HOOKS["pure"](states[0] if len(states) == 1 else tuple(states), graphdef)
+    return SEED_HOOKS["pure"](states[0] if len(states) == 1 else tuple(states), graphdef.as_seed())
 
   def get_state(self) -> State:
     """A snapshot State of every leaf (seed-era ``nnx.state(m)``, new Variable objects)."""
     return _graph.state_as(self, (), snapshot=True)
 
   def get_moduledef(self):
-    """The GraphDef (seed-era name of ``nnx.graphdef(m)``)."""
-    return _graph.graphdef(self)
+    """The seed-era moduledef: ``nnx.graphdef(m)`` whose ``apply`` keeps the seeds'
+    ``(out, (state, moduledef))`` order."""
+    return _graph.graphdef(self).as_seed()
 
   def filter(self, first: Filter, /, *filters: Filter):
     """Filtered snapshot State(s), non-exhaustive (seed-era ``nnx.state(m, *f)``)."""

@@ -65,6 +65,8 @@ class RngStream(RandomMethods, Module):
     2
   """
 
+  _nnx_skip_iter_modules = True  # not a Module in flax.nnx: nnx.iter_modules skips it
+
   def __init__(self, key: Any, *, tag: str):
     key = _as_key(key)
     self.key = RngKey(key, tag=tag)
@@ -121,6 +123,8 @@ class Rngs(RandomMethods, Module):
     >>> int(rngs.params.count.value), int(rngs.dropout.count.value)
     (1, 1)
   """
+
+  _nnx_skip_iter_modules = True  # not a Module in flax.nnx: nnx.iter_modules skips it
 
   def __init__(self, default: Any = None, /, **streams: Any):
     if default is not None:

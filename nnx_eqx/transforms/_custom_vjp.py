@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -40,7 +41,7 @@ from ._errors import LiftedStructureError
 
 class CustomVjpError(LiftedStructureError):
   """``nnx.custom_vjp`` was used in a way it cannot lift (no ``defvjp``, a
-  DiffState without graph updates, Modules nested in containers)."""
+  DiffState without graph updates)."""
 
 
 class CustomVjp:
@@ -84,11 +85,6 @@ class CustomVjp:
       )
     args = positional(self.fun, args, kwargs, "nnx.custom_vjp")
     split, w, leaves, rest = _lift.prepare(args)
-    if split.generic:
-      raise CustomVjpError(
-        "nnx.custom_vjp: Modules inside containers are not supported. Fix: pass each"
-        " Module as its own argument."
-      )
     if not self.graph_updates:
       _lift.check_no_input_alias(w, split, "custom_vjp")
     dyn, spec = split_rest(rest)
@@ -106,7 +102,8 @@ class _Call:
     self.cv, self.split, self.w, self.spec, self.n_args = cv, split, w, spec, n_args
     self.graphdef = w.graphdef if w is not None else None
     self.arg_of = _lift.leaf_arg_index(w, split) if w is not None else []
-    self.index = {(a, p[1:]): i for i, (a, p) in enumerate(zip(self.arg_of, w.paths))} if w else {}
+    self.index = {(p[0], p[1:]): i for i, p in enumerate(w.paths)} if w else {}
+    self.node_args = set(split.arg_of_node)
     self.diff = [i for i in range(n_args) if i not in cv.nondiff]
 
   def _run(self, fn: Callable, leaves, dyn):
@@ -146,7 +143,30 @@ class _Call:
       return False
     return pred is None or pred(self.w.paths[i][1:], self.w.slots[i])
 
-  def _inputs_g(self, leaves, upd_g: _lift.Updates) -> tuple:
+  def _nodes_of(self, a: int) -> list[int]:
+    return [k for k, b in enumerate(self.split.arg_of_node) if b == a]
+
+  def _node_tangents(self, a: int, t, rest_a) -> tuple[dict, object]:
+    """``({node: its tangent}, tangent of the rest)`` for argument ``a``'s tangent
+    ``t``; with nodes nested in a pytree (e.g. a State of Variables) ``t`` has
+    the argument's structure and the rest's tangent keeps the placeholders."""
+    if not self.split.generic:
+      return {self.split.positions.index(a): t}, None
+    holes, treedef_ = jax.tree_util.tree_flatten(rest_a, is_leaf=_lift._is_hole)
+    treedef: Any = treedef_
+    parts = treedef.flatten_up_to(t)
+    node_t = {h.k: x for h, x in zip(holes, parts) if _lift._is_hole(h)}
+    rest_ct = treedef.unflatten([h if _lift._is_hole(h) else x for h, x in zip(holes, parts)])
+    return node_t, rest_ct
+
+  def _fill_arg(self, a: int, rest_a, per_node: dict):
+    """Argument ``a`` rebuilt with ``per_node`` at its nodes (other leaves: zeros)."""
+    if not self.split.generic:
+      return per_node[self.split.positions.index(a)]
+    zeroed = jax.tree.map(_zeros, rest_a)
+    return jax.tree.map(lambda h: per_node[h.k], zeroed, is_leaf=_lift._is_hole)
+
+  def _inputs_g(self, leaves, dyn, upd_g: _lift.Updates) -> tuple:
     """Per differentiable argument: a State of the cotangents of its whole state
     (as flax: a DiffState argument's tangent is then taken from its selected part)."""
     if upd_g.structure is None:
@@ -157,17 +177,21 @@ class _Call:
       pairs = ((at.get(p[1:]) if p[0] == 0 else None, v) for p, v in zip(paths, upd_g.values))
       got = {i: v for i, v in pairs if i is not None}
     trace = current_trace()
+    rest = join_rest(self.spec, dyn)
     result: list = []
     for a in self.diff:
-      if a not in self.split.positions:
+      if a not in self.node_args:
         result.append(None)
         continue
-      idxs = [i for i, b in enumerate(self.arg_of) if b == a]
-      vals = [got.get(i, _zeros(leaves[i])) for i in idxs]
-      result.append(grad_state(self.w, idxs, vals, trace))
+      per_node = {}
+      for k in self._nodes_of(a):
+        idxs = [i for i, p in enumerate(self.w.paths) if p[0] == k]  # type: ignore[union-attr]
+        vals = [got.get(i, _zeros(leaves[i])) for i in idxs]
+        per_node[k] = grad_state(self.w, idxs, vals, trace)
+      result.append(self._fill_arg(a, rest[a], per_node))
     return tuple(result)
 
-  def _updates_g(self, upd_g: _lift.Updates) -> tuple:
+  def _updates_g(self, upd_g: _lift.Updates, dyn) -> tuple:
     """Per argument (functional convention): a copy of a Module argument whose
     updated Variables hold their cotangents and whose other Variables are None;
     None for other arguments."""
@@ -182,6 +206,9 @@ class _Call:
         impl = node_impl(type(parent))
         if impl is not None:
           impl.set_key(parent, p[-1], None)
+    if self.split.generic:
+      joined = _lift.join_args(self.split, join_rest(self.spec, dyn), nodes)
+      return tuple(joined[a] if a in self.node_args else None for a in range(self.n_args))
     by_arg = dict(zip(self.split.positions, nodes))
     return tuple(by_arg.get(a) for a in range(self.n_args))
 
@@ -191,9 +218,9 @@ class _Call:
     args = self._args(leaves, dyn)
     nondiff = [args[i] for i in self.cv.nondiff]
     if self.cv.graph_updates:
-      tangents = self.cv.bwd(*nondiff, res, (self._inputs_g(leaves, upd_g), out_g))  # type: ignore[misc]
+      tangents = self.cv.bwd(*nondiff, res, (self._inputs_g(leaves, dyn, upd_g), out_g))  # type: ignore[misc]
     elif self.cv.wants_updates_g:
-      tangents = self.cv.bwd(*nondiff, res, out_g, updates_g=self._updates_g(upd_g))  # type: ignore[misc]
+      tangents = self.cv.bwd(*nondiff, res, out_g, updates_g=self._updates_g(upd_g, dyn))  # type: ignore[misc]
     else:
       tangents = self.cv.bwd(*nondiff, res, out_g)  # type: ignore[misc]
     return self._cotangents(tuple(tangents), leaves, dyn)
@@ -212,12 +239,17 @@ class _Call:
       None if a in nodes_at else jax.tree.map(_zeros, rest[a]) for a in range(self.n_args)
     ]
     for a, t in zip(self.diff, tangents):
-      if a not in self.split.positions:
-        if t is not None:
-          rest_t[a] = t
-      elif t is not None:
-        for path, v in _tangent_items(t):
-          i = self.index.get((a, path))
+      if t is None:
+        continue
+      if a not in self.node_args:
+        rest_t[a] = t
+        continue
+      node_t, rest_ct = self._node_tangents(a, t, rest[a])
+      if rest_ct is not None:
+        rest_t[a] = rest_ct
+      for k, tk in node_t.items():
+        for path, v in _tangent_items(tk):
+          i = self.index.get((k, path))
           if i is not None and self._diff_leaf(i):
             leaf_ct[i] = v.value if isinstance(v, Variable) else v
     per_leaf = self.spec.treedef.flatten_up_to(tuple(rest_t))

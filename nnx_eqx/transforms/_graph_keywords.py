@@ -15,7 +15,7 @@ from typing import Any
 
 import jax
 
-from ..graph import _graph
+from ..graph import _graph, _module_iter
 from ..graph._diff_state import accepts_diff_state
 from ..graph._graph_mode import accepts_graph_keywords as _accepts_graph_keywords
 from ..graph._graph_mode import get_graph_mode
@@ -96,7 +96,7 @@ pop = _kw(_graph.pop)
 clone = _kw(_clone)
 variables = _kw(_graph.variables)
 iter_graph = _kw(_graph.iter_graph)
-iter_modules = _kw(_graph.iter_modules)
+iter_modules = _kw(_module_iter.iter_modules)
 jit = _kw(_jit, "callable")
 vmap = _kw(_vmap, "callable")
 scan = _kw(_scan, "carry")

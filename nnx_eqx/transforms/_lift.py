@@ -43,15 +43,33 @@ class ArgSplit(NamedTuple):
   ``positions`` lists top-level argument indices holding nodes (fast path);
   ``generic`` is set instead when nodes are nested in containers, which then
   hold :class:`Hole` placeholders. ``arg_of_node`` gives, per node, the index
-  of the top-level argument holding it.
+  of the top-level argument holding it, and ``node_paths`` (generic only) its
+  key path inside that argument (e.g. ``('kernel',)`` for a Variable of a State).
   """
 
   positions: tuple
   generic: bool
   arg_of_node: tuple
+  node_paths: tuple = ()
 
 
 _CONTAINERS = (tuple, list, dict)
+
+# Per type: whether its instances are JAX pytree nodes (States, NamedTuples,
+# registered classes...), whose leaves may hold Variables. ``None`` is not.
+_PYTREE_TYPES: dict = _node_types.type_cache()
+
+
+def _is_pytree_type(t: type, a: Any) -> bool:
+  r = _PYTREE_TYPES.get(t)
+  if r is None:
+    if t is type(None):
+      r = False
+    else:
+      leaves = jax.tree_util.tree_leaves(a)
+      r = not (len(leaves) == 1 and leaves[0] is a)
+    _PYTREE_TYPES[t] = r
+  return r
 
 
 def _is_node_leaf(x) -> bool:
@@ -88,13 +106,14 @@ def split_args(args: tuple) -> tuple[ArgSplit, tuple, tuple]:
 
 
 def _split_of_types(args: tuple, types: tuple) -> _TypeSplit | None:
-  """The split for these argument types; None when a container holds items
-  (nodes may be nested: see :func:`_split_generic`)."""
+  """The split for these argument types; None when an argument is a pytree
+  (a container with items, a State, ...) that may hold nodes: see
+  :func:`_split_generic`."""
   positions = []
   for i, (a, t) in enumerate(zip(args, types)):
     if issubclass(t, Variable) or node_impl(t) is not None:
       positions.append(i)
-    elif t in _CONTAINERS and a:
+    elif _is_pytree_type(t, a) and (t not in _CONTAINERS or a):
       return None
   pos = tuple(positions)
   n = len(args)
@@ -119,19 +138,40 @@ def _getter(idx: tuple) -> Callable[[tuple], tuple]:
 
 
 def _split_generic(args: tuple) -> tuple[ArgSplit, tuple, tuple]:
-  """Nodes nested in containers: each is replaced by a :class:`Hole`."""
+  """Nodes nested in pytrees (containers, States, ...): each is replaced by a
+  :class:`Hole`; an argument holding no node is kept as it is."""
   nodes_l: list = []
   arg_of: list = []
+  paths: list = []
   rest_l = []
   for i, a in enumerate(args):
-    flat, treedef = jax.tree_util.tree_flatten(a, is_leaf=_is_node_leaf)
-    for j, x in enumerate(flat):
+    with_paths, treedef = jax.tree_util.tree_flatten_with_path(a, is_leaf=_is_node_leaf)
+    flat = [x for _, x in with_paths]
+    found = len(nodes_l)
+    for j, (path, x) in enumerate(with_paths):
       if _is_node_leaf(x):
         flat[j] = Hole(len(nodes_l))
         nodes_l.append(x)
         arg_of.append(i)
-    rest_l.append(jax.tree_util.tree_unflatten(treedef, flat))
-  return ArgSplit((), True, tuple(arg_of)), tuple(nodes_l), tuple(rest_l)
+        paths.append(tuple(map(_plain_key, path)))
+    rest_l.append(jax.tree_util.tree_unflatten(treedef, flat) if len(nodes_l) > found else a)
+  return ArgSplit((), True, tuple(arg_of), tuple(paths)), tuple(nodes_l), tuple(rest_l)
+
+
+def _plain_key(k: Any) -> Any:
+  """A JAX key-path entry as the key a State uses (``DictKey('a')`` -> ``'a'``)."""
+  for attr in ("key", "idx", "name"):
+    if hasattr(k, attr):
+      return getattr(k, attr)
+  return k
+
+
+def arg_path(split: ArgSplit, path: tuple) -> tuple:
+  """The key path, inside its top-level argument, of the object at walk path
+  ``path`` (``(node index, *path in the node)``)."""
+  if split.generic:
+    return split.node_paths[path[0]] + tuple(path[1:])
+  return tuple(path[1:])
 
 
 _EMPTY_SPLIT = ArgSplit((), False, ())

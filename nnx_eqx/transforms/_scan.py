@@ -22,6 +22,7 @@ import numpy as np
 from .. import spmd
 from ..graph import _graph
 from ..graph._variables import Variable
+from ..module._rngs import RngState
 from . import _lift
 from ._axes import (
   Carry,
@@ -112,6 +113,11 @@ class _Plan:
       objs = walked.leaf_objects()
     paths = graphdef.paths if graphdef is not None else ()
     self.state_axes = leaf_axes(split, node_specs, paths, objs, "in_axes")
+    # A broadcast Rngs stream gives every step the same key and is not advanced
+    # (as flax.nnx); other broadcast state changed by the body is carried.
+    self.fixed_rng = frozenset(
+      i for i, o in enumerate(objs) if isinstance(o, RngState) and self.state_axes[i] is None
+    )
     self.state_names = [describe_state(split, p) for p in paths]
     self.rest_all = rest_leaves(spec, dyn)
     self.rest_names = describe_rest(rest)
@@ -261,6 +267,8 @@ class ScanWrapped(Lifted):
         " Intermediate/Cache of the final shape), or use nnx.vmap to create stacked layers."
       )
     changed = dict(zip(upd.index, upd.values))
+    for i in plan.fixed_rng.intersection(changed):
+      del changed[i]
     new = frozenset(i for i in changed if plan.state_axes[i] is None and i not in promoted)
     if new:
       raise Promote(new)

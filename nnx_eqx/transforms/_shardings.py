@@ -16,7 +16,7 @@ import jax
 from ..graph._duplicates import variable_paths
 from ..graph._node_types import is_node
 from . import _lift
-from ._axes import StateAxes, broadcast_prefix, check_aliasing, is_axis_leaf, node_spec
+from ._axes import PathAxes, StateAxes, broadcast_prefix, check_aliasing, is_axis_leaf, node_spec
 
 
 class StateSharding(StateAxes):
@@ -74,7 +74,9 @@ def resolve(
     objs = w.leaf_objects()
     for arg, path, obj in zip(_lift.leaf_arg_index(w, split), w.paths, objs):
       spec = specs[arg]
-      if isinstance(spec, StateAxes):  # StateSharding, or what nnx.prefix gives
+      if isinstance(spec, PathAxes):  # a State of specs, or nnx.prefix: paths in the argument
+        spec = spec.axis_for(_lift.arg_path(split, path), obj, f"{name}[{arg}]")
+      elif isinstance(spec, StateAxes):  # StateSharding: filters over the node's state
         spec = spec.axis_for(path[1:], obj, f"{name}[{arg}]")
       leaf_sh.append(spec)
   node_args = set(split.positions)

@@ -62,6 +62,7 @@ EXCLUDED_FILES = {
 # Tests whose source mentions one of these names are excluded, with the reason.
 EXCLUDED_TOKENS = {
   "bridge.": "Linen bridge",
+  "_pytree__": "flax internal attributes (`_pytree__state`, `_pytree__nodes`)",
 }
 LINEN_TOKEN = "linen"
 LINEN_REASON = "compares against flax.linen (run with --flax-site to include)"
