@@ -78,8 +78,8 @@ if __name__ == "__main__":
     devices=n,
     local=jax.local_device_count(),
     losses=losses,
-    split=model.hidden.kernel.value.sharding.spec == P(None, "data"),
-    whole=model.out.kernel.value.is_fully_replicated,
+    split=model.hidden.kernel[...].sharding.spec == P(None, "data"),
+    whole=model.out.kernel[...].is_fully_replicated,
   )
   print(json.dumps(report))
   jax.distributed.shutdown()
