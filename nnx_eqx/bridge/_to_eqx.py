@@ -27,7 +27,13 @@ depth, ``_deep`` converts each remaining subgraph bottom-up with its own stack."
 class ToEqxContext:
   """Converts NNX objects to Equinox pytrees (see module doc).
 
+  Args:
+    native: convert to Equinox's native layers where they exist (``nnx.Linear``
+      -> ``eqx.nn.Linear`` with ``weight = kernel.T``) instead of keeping the
+      NNX layout and program (see ``nnx.to_eqx``).
+
   Attributes:
+    native: as given.
     obj: the NNX module being converted by the current converter.
     path: its attribute path from the root.
     links: temporary StateIndex marker -> ``(variables, packed)``.
@@ -37,11 +43,14 @@ class ToEqxContext:
   Example:
     >>> import nnx_eqx as nnx
     >>> ctx = nnx.bridge.ToEqxContext()
-    >>> ctx.convert(nnx.Linear(2, 3, rngs=nnx.Rngs(0)), ()).weight.shape
-    (3, 2)
+    >>> ctx.convert(nnx.Linear(2, 3, rngs=nnx.Rngs(0)), ()).kernel.shape
+    (2, 3)
   """
 
-  def __init__(self):
+  def __init__(self, native: bool = False):
+    self.native = native
+    self.native_made: set[int] = set()  # ids of the native Equinox layers made
+    self.tree: Any = None  # the converted tree, before its StateIndexes are filled
     self.obj: Any = None
     self.path: tuple = ()
     self.links: dict[Any, tuple] = {}
