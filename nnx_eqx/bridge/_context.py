@@ -36,10 +36,6 @@ from ._state import EqxState, Link, fmt_path, is_index, state_value
 
 _ARRAYS = (jax.Array, np.ndarray, np.generic)
 
-_RECURSE = 40
-"""``eqx.Module`` conversions nested by plain recursion; deeper ones go bottom-up
-with an explicit stack (``_deep_eqx``)."""
-
 
 def is_array(x: Any) -> bool:
   return isinstance(x, _ARRAYS)
@@ -125,7 +121,6 @@ class FromEqxContext:
     self._fns: dict[Any, set] = {}  # group -> layout functions used on it
     self._keep: set = set()  # groups whose converters must keep Equinox's layout
     self._link_ids: set[int] = set()
-    self._level = 0  # eqx.Modules being converted, one inside the other
     self._done: dict[int, Any] = {}  # id -> NNX object, made bottom-up by `_deep_eqx`
 
   # -- API for converters ---------------------------------------------------
@@ -240,11 +235,9 @@ class FromEqxContext:
       if is_index(value):
         return self.make_variable(value, path)
       done = self._done.pop(id(value), None)
-      if done is not None:  # converted bottom-up by `_deep_eqx`
+      if done is not None:  # converted bottom-up by the walk below an ancestor
         return done
-      if self._level >= _RECURSE:
-        return _deep_eqx.convert_below(self, value, path)
-      return self.convert_module(value, path)
+      return _deep_eqx.convert_below(self, value, path)
     if is_array(value):
       return self.make_variable(value, path)
     if value is None:
@@ -283,11 +276,7 @@ class FromEqxContext:
     group = self._tie(path)
     if group is not None and (group, "node") in self._memo:
       return self._memo[(group, "node")]
-    self._level += 1
-    try:
-      out = self._module(value, path)
-    finally:
-      self._level -= 1
+    out = self._module(value, path)
     if group is not None:
       self._memo[(group, "node")] = out
     return out

@@ -129,8 +129,8 @@ def to_eqx(module: Any, *, native: bool = False) -> Any:
   root is then a :class:`nnx.bridge.SharedRoot`). ``nnx.from_eqx`` inverts it
   exactly.
 
-  Any depth converts under the default recursion limit (modules more than 40
-  levels down are converted bottom-up), but ``jax.tree`` functions recurse
+  Any depth converts under the default recursion limit (modules are converted
+  bottom-up by a walk with its own stack), but ``jax.tree`` functions recurse
   through the result and fail on one nested deeper than about 900 levels.
 
   Args:

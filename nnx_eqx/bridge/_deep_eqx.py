@@ -1,17 +1,17 @@
-"""Deep Equinox models towards NNX: convert a subtree bottom-up with an explicit stack.
+"""The walk of ``nnx.from_eqx``: convert a subtree bottom-up with an explicit stack.
 
-The counterpart of ``_deep`` for ``nnx.from_eqx``. ``FromEqxContext`` nests
-``_RECURSE`` module conversions by plain recursion; below that,
-:func:`convert_below` walks the subtree with its own stack and converts its
-``eqx.Module`` objects in post-order, leaving each result for the ``convert``
-call of its parent's converter to pick up, so no converter call goes deeper.
-Shallow models never get here and convert exactly as before.
+The counterpart of ``_deep`` for ``nnx.from_eqx``. Every ``eqx.Module`` that
+``FromEqxContext`` converts goes through :func:`convert_below`, which walks the
+subtree with its own stack and converts its ``eqx.Module`` objects in
+post-order, leaving each result for the ``convert`` call of its parent's
+converter to pick up, so no converter call goes deeper. It is the one path, for
+shallow and deep models alike.
 
 The walk enters the modules whose conversion converts every dynamic field:
 Equinox classes without a registered converter (generic conversion), and the
 :class:`nnx.bridge.NnxModule` classes made by ``nnx.to_eqx`` (following their
 ``_nnx_spec``). A module with a registered converter is converted when its turn
-comes and converts its own children.
+comes and converts its own children (each starting a walk of its own).
 """
 
 from __future__ import annotations

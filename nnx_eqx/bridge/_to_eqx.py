@@ -19,10 +19,6 @@ from ._errors import SharedConversionError, UnconvertibleFieldError
 from ._iter import container_items, fold, rebuild_container
 from ._state import fmt_path
 
-_RECURSE = 40
-"""Graph nodes converted by plain recursion, one inside the other; below that
-depth, ``_deep`` converts each remaining subgraph bottom-up with its own stack."""
-
 
 class ToEqxContext:
   """Converts NNX objects to Equinox pytrees (see module doc).
@@ -170,12 +166,10 @@ class ToEqxContext:
     if nid in self._stack:
       raise _deep.cycle_error(path, self._stack[nid])
     out = self._nodes.get(nid)
-    if out is not None:
+    if out is not None:  # converted bottom-up by the walk below an ancestor
       return out
-    if len(self._stack) >= _RECURSE:
-      _deep.convert_below(self, value, path, state_types)
-      return self._nodes[nid]
-    return self.convert_node(value, path, state_types)
+    _deep.convert_below(self, value, path, state_types)
+    return self._nodes[nid]
 
   def convert_node(self, value: Any, path: Any, state_types: tuple | None) -> Any:
     """Converts the graph node ``value`` (not converted yet) at ``path``."""
