@@ -156,7 +156,7 @@ def test_nnx_module_becomes_eqx_module_with_same_methods():
   net = Net(nnx.Rngs(0))
   e = nnx.to_eqx(net)
   assert isinstance(e, nnx.bridge.NnxModule) and type(e).__name__ == "Net"
-  assert isinstance(e.l1, nnx.bridge.NnxModule) and e.l1.kernel.shape == (3, 4)
+  assert type(e.l1) is nnx.bridge.KernelLinear and e.l1.kernel.shape == (3, 4)
   assert type(e.blocks) is list and type(e.heads) is dict
   assert e.sizes is net.sizes and not e.is_stateful()  # the list itself, not a box
   x = jnp.ones((2, 3))

@@ -11,19 +11,17 @@ by ``eqx.nn.Shared`` is recognised as one Variable. A converter returns
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
 import jax.tree_util as jtu
-import numpy as np
 
 from ..graph._variables import BatchStat, Param
-from ..module._rngs import Rngs
 from ..nn import Linear as NnxLinear
 from . import _attention, _layers, _norms, _recurrent
 from ._context import FromEqxContext, build_eqx, impl_of, is_array
+from ._eqx_layers import KernelLinear, build_nnx_linear, nnx_linear_defaults, param_dtype
 from ._registry import register
 from ._stack import stack_shape
 from ._state import state_value
@@ -90,18 +88,6 @@ def _plain_params(*vars_: Any) -> bool:
 _LINEAR_STATICS = ("in_features", "out_features", "use_bias")
 
 
-@functools.cache
-def _nnx_linear_defaults() -> dict:
-  t = NnxLinear(1, 1, rngs=Rngs(0))
-  return {k: v for k, v in _attrs(t).items() if k not in ("kernel", "bias")}
-
-
-def _param_dtype(dtype: Any) -> Any:
-  """``nnx.Linear``'s ``param_dtype`` for a weight dtype: its default object if equal."""
-  default = _nnx_linear_defaults()["param_dtype"]
-  return default if np.dtype(default) == dtype else dtype
-
-
 def linear_to_nnx(e: enn.Linear, ctx: FromEqxContext) -> Any:
   if not is_array(e.weight) or stack_shape((e.weight, 2), (e.bias, 1)) is None:
     return NotImplemented  # arrays that are no stack of layers: generic conversion
@@ -109,23 +95,26 @@ def linear_to_nnx(e: enn.Linear, ctx: FromEqxContext) -> Any:
   if "scalar" in (e.in_features, e.out_features) or ctx.keep_layout("weight"):
     w, b = ctx.variable("weight", type=Param), ctx.variable("bias", type=Param)
     return _new(_layers.Linear, weight=w, bias=b, **statics)
-  m = NnxLinear.__new__(NnxLinear)  # asked for: from_eqx(..., native=True)
-  param_dtype = _param_dtype(e.weight.dtype)
-  for k, v in {**_nnx_linear_defaults(), **statics, "param_dtype": param_dtype}.items():
-    setattr(m, k, v)
-  m.kernel = ctx.variable("weight", type=Param, fn=T)
-  m.bias = ctx.variable("bias", type=Param)
-  return m
+  kernel = ctx.variable("weight", type=Param, fn=T)  # asked for: from_eqx(..., native=True)
+  statics["param_dtype"] = param_dtype(e.weight.dtype)
+  return build_nnx_linear(kernel, ctx.variable("bias", type=Param), statics)
+
+
+def kernel_linear_to_nnx(e: KernelLinear, ctx: FromEqxContext) -> Any:
+  if not is_array(e.kernel) or stack_shape((e.kernel, 2), (e.bias, 1)) is None:
+    return NotImplemented
+  statics = _statics(e, _LINEAR_STATICS)
+  statics["param_dtype"] = param_dtype(e.kernel.dtype)
+  kernel, bias = ctx.variable("kernel", type=Param), ctx.variable("bias", type=Param)
+  return build_nnx_linear(kernel, bias, statics)
 
 
 def nnx_linear_to_eqx(m: Any, ctx: ToEqxContext) -> Any:
-  """``nnx.Linear`` -> ``eqx.nn.Linear`` (``weight = kernel.T``), only when asked
-  for with ``to_eqx(..., native=True)``: by default an ``nnx.Linear`` converts
-  generically, keeping its kernel and its program."""
-  if not ctx.native:
-    return NotImplemented
+  """``nnx.Linear`` -> :class:`nnx.bridge.KernelLinear` (its kernel and program
+  kept), or ``eqx.nn.Linear`` (``weight = kernel.T``) when asked for with
+  ``to_eqx(..., native=True)``; generic conversion for non-default settings."""
   attrs = _attrs(m)
-  defaults = _nnx_linear_defaults()
+  defaults = nnx_linear_defaults()
   same = set(attrs) == {*defaults, "kernel", "bias"} and all(
     attrs[k] == v for k, v in defaults.items() if k not in (*_LINEAR_STATICS, "param_dtype")
   )
@@ -134,11 +123,14 @@ def nnx_linear_to_eqx(m: Any, ctx: ToEqxContext) -> Any:
     return NotImplemented
   if stack_shape((kernel, 2), (attrs["bias"], 1)) is None:
     return NotImplemented
-  pd, expected = attrs["param_dtype"], _param_dtype(kernel.dtype)
+  pd, expected = attrs["param_dtype"], param_dtype(kernel.dtype)
   if (
     type(pd) is not type(expected) or pd != expected or (attrs["bias"] is None) == attrs["use_bias"]
   ):
     return NotImplemented  # from_eqx could not rebuild these attributes exactly
+  if not ctx.native:
+    k, b = ctx.leaf("kernel"), ctx.leaf("bias")
+    return build_eqx(KernelLinear, kernel=k, bias=b, **_statics(m, _LINEAR_STATICS))
   w, b = ctx.leaf("kernel", fn=T), ctx.leaf("bias")
   out = build_eqx(enn.Linear, weight=w, bias=b, **_statics(m, _LINEAR_STATICS))
   ctx.native_made.add(id(out))
@@ -433,7 +425,7 @@ def _cell_pair(eqx_type: type, nnx_type: type, has_bias_n: bool) -> None:
 
 # -- Registration ---------------------------------------------------------------
 register(enn.Linear, _layers.Linear, to_nnx=linear_to_nnx, to_eqx=bridge_linear_to_eqx)
-register(enn.Linear, NnxLinear, to_eqx=nnx_linear_to_eqx)
+register(KernelLinear, NnxLinear, to_nnx=kernel_linear_to_nnx, to_eqx=nnx_linear_to_eqx)
 for _t in _CONV_TYPES.values():
   register(_t, _layers.Conv, to_nnx=conv_to_nnx, to_eqx=conv_to_eqx, override=True)
 register(enn.Embedding, _layers.Embedding, to_nnx=embedding_to_nnx, to_eqx=embedding_to_eqx)
