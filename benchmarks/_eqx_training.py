@@ -8,6 +8,10 @@ flattens and rebuilds them. Two directions are compared:
 * ``from_eqx``: ``nnx.from_eqx(eqx.nn.MLP(16, 16, 16, depth))`` vs the Equinox MLP;
 * ``to_eqx``: ``nnx.to_eqx`` of an NNX model holding ``Linear(16, 16)`` layers in
   an ``nnx.List`` vs the same model written by hand as an ``eqx.Module``.
+
+Each runs on a batch of 32 (``batched``) and on one example (``per-example``:
+a ``(16,)`` input, no ``vmap``), where any per-call work on the weights (e.g.
+a transpose of every kernel) weighs most.
 """
 
 from __future__ import annotations
@@ -47,18 +51,28 @@ class EqxStack(eqx.Module):
     self.layers = [eqx.nn.Linear(WIDTH, WIDTH, key=k) for k in keys]
 
   def __call__(self, x):
+    def apply(layer, x):  # a batch through jax.vmap, as Equinox layers take one example
+      return jax.vmap(layer)(x) if x.ndim == 2 else layer(x)
+
     for layer in self.layers[:-1]:
-      x = jax.nn.relu(jax.vmap(layer)(x))
-    return jax.vmap(self.layers[-1])(x)
+      x = jax.nn.relu(apply(layer, x))
+    return apply(self.layers[-1], x)
 
 
-def models(direction: str, depth: int) -> tuple[Any, Any, Callable]:
-  """``(equinox_model, nnx_based_model, batched_forward)`` for one direction."""
+def models(direction: str, depth: int, batched: bool = True) -> tuple[Any, Any, Callable]:
+  """``(equinox_model, nnx_based_model, forward)`` for one direction; ``forward``
+  takes a batch ``(32, 16)`` if ``batched``, else one example ``(16,)``."""
   if direction == "from_eqx":
     e = eqx.nn.MLP(WIDTH, WIDTH, WIDTH, depth, key=jax.random.key(0))
-    return e, nnx.from_eqx(e), lambda m, x: jax.vmap(m)(x)
+    fwd = (lambda m, x: jax.vmap(m)(x)) if batched else (lambda m, x: m(x))
+    return e, nnx.from_eqx(e), fwd
   e = EqxStack(depth + 1, jax.random.key(0))
   return e, nnx.to_eqx(NnxStack(depth + 1, nnx.Rngs(0))), lambda m, x: m(x)
+
+
+def _xy(batched: bool) -> tuple[jax.Array, jax.Array]:
+  shape = (BATCH, WIDTH) if batched else (WIDTH,)
+  return jnp.ones(shape), jnp.zeros(shape)
 
 
 def _loss(forward: Callable) -> Callable:
@@ -81,12 +95,11 @@ def train_step(forward: Callable, opt: Any) -> Callable:
   return step
 
 
-def step_fns(model: Any, forward: Callable) -> Callable[[], Any]:
+def step_fns(model: Any, forward: Callable, batched: bool = True) -> Callable[[], Any]:
   """A closure running the train step in a loop, feeding its outputs back."""
   opt = optax.adam(1e-3)
   step = train_step(forward, opt)
-  x = jnp.ones((BATCH, WIDTH))
-  y = jnp.zeros((BATCH, WIDTH))
+  x, y = _xy(batched)
   carry = [model, opt.init(eqx.filter(model, eqx.is_inexact_array))]
 
   def run():
@@ -98,8 +111,7 @@ def step_fns(model: Any, forward: Callable) -> Callable[[], Any]:
 
 def piece_fns(model: Any, forward: Callable) -> dict[str, Callable[[], Any]]:
   """The parts of a step, each as a no-argument closure over ``model``."""
-  x = jnp.ones((BATCH, WIDTH))
-  y = jnp.zeros((BATCH, WIDTH))
+  x, y = _xy(True)
   fwd = eqx.filter_jit(forward)
   grads = eqx.filter_jit(eqx.filter_grad(_loss(forward)))
   ident = eqx.filter_jit(lambda m: m)

@@ -23,14 +23,24 @@ def close(a, b):
   assert_trees_close(jax.tree.leaves(a), jax.tree.leaves(b))
 
 
-def test_linear_becomes_nnx_linear_with_transposed_kernel():
+def test_linear_becomes_bridge_linear_in_equinox_layout():
   e = eqx.nn.Linear(3, 2, key=KEYS[0])
   m = roundtrip(e)
+  assert type(m) is nnx.bridge.Linear and m.weight.value is e.weight
+  x = jnp.arange(3.0)
+  assert_trees_equal(m(x), e(x))  # Equinox's equations: the same program
+
+
+def test_native_linear_on_request_transposes_the_weight():
+  e = eqx.nn.Linear(3, 2, key=KEYS[0])
+  m = nnx.from_eqx(e, native=True)
   assert type(m) is nnx.Linear
   assert_trees_equal(m.kernel.value, e.weight.T)
   x = jnp.arange(3.0)
-  close(m(x), e(x))
+  close(m(x), e(x))  # x @ kernel: another program, equal values up to rounding
   assert m(jnp.ones((5, 3))).shape == (5, 2)  # nnx.Linear also takes batches
+  assert_trees_equal(nnx.to_eqx(m, native=True), e)
+  assert type(nnx.to_eqx(m)) is nnx.bridge.KernelLinear  # by default it keeps its layout
 
 
 @pytest.mark.parametrize("din,dout", [("scalar", 3), (3, "scalar"), ("scalar", "scalar")])
@@ -170,17 +180,16 @@ def test_mha_layout_and_outputs():
     key=KEYS[0],
   )
   m = roundtrip(e)
-  assert m.query_kernel.value.shape == (4, 2, 3)
-  assert_trees_equal(m.query_kernel.value, e.query_proj.weight.T.reshape(4, 2, 3))
-  assert m.out_kernel.value.shape == (2, 2, 3)
+  assert type(m.query_proj) is nnx.bridge.Linear and m.query_proj.weight.value.shape == (6, 4)
+  assert m.output_proj.weight.value.shape == (3, 4)
   q = jax.random.normal(KEYS[1], (3, 4))
   k = jax.random.normal(KEYS[2], (5, 6))
   v = jax.random.normal(KEYS[3], (5, 5))
-  close(m(q, k, v, inference=True), e(q, k, v, inference=True))
-  close(m(q, k, v, key=KEYS[4]), e(q, k, v, key=KEYS[4]))  # per-head dropout keys
+  assert_trees_equal(m(q, k, v, inference=True), e(q, k, v, inference=True))
+  assert_trees_equal(m(q, k, v, key=KEYS[4]), e(q, k, v, key=KEYS[4]))  # per-head keys
   mask = jax.random.bernoulli(KEYS[6], 0.7, (2, 3, 5))  # a mask per head
   ph = lambda a, b, c: (a * 2, b, c)
-  close(
+  assert_trees_equal(
     m(q, k, v, mask, inference=True, process_heads=ph),
     e(q, k, v, mask, inference=True, process_heads=ph),
   )
@@ -213,11 +222,11 @@ def test_mlp_identity_lambda_sequential():
   m = roundtrip(e)
   assert type(m) is nnx.bridge.Sequential and len(m) == 4
   assert [type(layer).__name__ for layer in m] == ["MLP", "Lambda", "Identity", "MLP"]
-  assert type(m[0].layers[0]) is nnx.Linear and type(m[3].layers[-1]) is nnx.bridge.Linear
+  assert {type(layer) for mlp in (m[0], m[3]) for layer in mlp.layers} == {nnx.bridge.Linear}
   assert type(m[1:3]) is nnx.bridge.Sequential
   x = jax.random.normal(KEYS[2], (3,))
-  close(m(x), e(x))
-  close(m(x, key=KEYS[3]), e(x, key=KEYS[3]))
+  assert_trees_equal(m(x), e(x))
+  assert_trees_equal(m(x, key=KEYS[3]), e(x, key=KEYS[3]))
 
 
 def test_mlp_depth_zero_has_no_final_activation():
@@ -264,8 +273,44 @@ def test_native_nnx_layers_convert_generically_and_compute_the_same():
 
   net = Net(nnx.Rngs(0))
   e = nnx.to_eqx(net)
-  assert isinstance(e.head, eqx.nn.Linear) and isinstance(e.conv, nnx.bridge.NnxModule)
+  assert type(e.head) is nnx.bridge.KernelLinear and isinstance(e.conv, nnx.bridge.NnxModule)
   x = jax.random.normal(KEYS[0], (2, 6, 6, 1))
-  close(e(x), net(x))
+  assert_trees_equal(e(x), net(x))  # the NNX code on the NNX layout: the same program
+  assert isinstance(nnx.to_eqx(net, native=True).head, eqx.nn.Linear)
   back = nnx.from_eqx(e)
   assert type(back.conv) is nnx.Conv and type(back.head) is nnx.Linear
+
+
+def test_converted_linears_work_with_nnx_apis():
+  """Optimizer, filters, sharding metadata, nnx.scan over a stack and LoRA."""
+  import optax
+
+  keys = jax.random.split(KEYS[0], 3)
+  stack = eqx.filter_vmap(lambda k: eqx.nn.Linear(4, 4, key=k))(keys)
+  m = nnx.from_eqx(stack)
+  assert type(m) is nnx.bridge.Linear and m.weight.value.shape == (3, 4, 4)
+  x = jax.random.normal(KEYS[1], (4,))
+
+  @nnx.scan(in_axes=(nnx.Carry, 0), out_axes=nnx.Carry)
+  def run(x, layer):
+    return jnp.tanh(layer(x))
+
+  def eqx_run(stack, x):
+    params, static = eqx.partition(stack, eqx.is_array)
+    body = lambda x, p: (jnp.tanh(eqx.combine(p, static)(x)), None)
+    return jax.lax.scan(body, x, params)[0]
+
+  assert_trees_equal(nnx.jit(run)(x, m), jax.jit(eqx_run)(stack, x))
+
+  one = nnx.from_eqx(eqx.nn.Linear(4, 3, key=KEYS[2]))
+  one.weight = nnx.Param(one.weight.value, sharding=("out", "in"))
+  spec = nnx.get_partition_spec(nnx.state(one, nnx.Param))
+  assert tuple(spec["weight"].value) == ("out", "in")
+  opt = nnx.Optimizer(one, optax.sgd(0.1), wrt=nnx.Param)
+  before = one.weight.value
+  grads = nnx.grad(lambda m: m(x).sum())(one)
+  opt.update(one, grads)
+  assert_trees_close(one.weight.value, before - 0.1 * grads["weight"].value)
+
+  lora = nnx.LoRA(4, 2, 3, base_module=one, rngs=nnx.Rngs(0))
+  assert_trees_close(lora(x), one(x) + x @ lora.lora_a.value @ lora.lora_b.value)

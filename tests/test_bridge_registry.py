@@ -92,4 +92,5 @@ def test_builtin_pairs_are_registered():
     eqx.nn.Shared,
   ):
     assert any(e is t for e, _ in pairs), t
-  assert (eqx.nn.Linear, nnx.Linear) in pairs and (eqx.nn.Linear, nnx.bridge.Linear) in pairs
+  assert (eqx.nn.Linear, nnx.bridge.Linear) in pairs
+  assert (nnx.bridge.KernelLinear, nnx.Linear) in pairs

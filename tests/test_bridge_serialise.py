@@ -161,6 +161,9 @@ def test_a_stateless_equinox_model_saved_alone_loads():
   like = nnx.from_eqx(eqx.nn.MLP(3, 2, 8, 2, key=jr.key(1)))
   module = nnx.tree_deserialise_leaves(write(model), like)
   assert_trees_equal(nnx.to_eqx(module), model)
+  assert_trees_equal(module.layers[0].weight.value, model.layers[0].weight)
+  native = nnx.from_eqx(eqx.nn.MLP(3, 2, 8, 2, key=jr.key(1)), native=True)
+  module = nnx.tree_deserialise_leaves(write(model), native)  # nnx.Linear layers
   assert_trees_equal(module.layers[0].kernel.value, model.layers[0].weight.T)
 
 

@@ -35,11 +35,11 @@ def test_tied_embedding_becomes_one_param():
   m = nnx.from_eqx(e)
   emb, lin = m.shared.pytree
   assert emb.embedding is lin.weight  # one Variable, two paths
-  assert type(lin) is nnx.bridge.Linear  # the tied Linear keeps Equinox's layout
+  assert type(lin) is nnx.bridge.Linear
   params = nnx.state(m, nnx.Param)
   assert len(jax.tree.leaves(params)) == 2  # embedding table + output bias
   tokens = jnp.array([0, 3, 6])
-  assert_trees_close(m(tokens), e(tokens))
+  assert_trees_equal(m(tokens), e(tokens))
   back = nnx.to_eqx(m)
   assert_trees_equal(back, e)
   assert back.shared.where is e.shared.where and back.shared.get is e.shared.get
@@ -53,10 +53,10 @@ def test_tied_gradient_accumulates_both_uses():
   tokens = jnp.array([1, 2])
   g_eqx = eqx.filter_grad(lambda e: e(tokens).sum())(e)
   g_nnx = nnx.grad(lambda m: m(tokens).sum())(m)
-  assert_trees_close(g_nnx.shared.pytree[0].embedding.value, g_eqx.shared.pytree[0].weight)
+  assert_trees_equal(g_nnx.shared.pytree[0].embedding.value, g_eqx.shared.pytree[0].weight)
 
 
-def test_tied_linears_share_a_transposed_kernel_and_subtrees_tie():
+def test_tied_linears_share_one_weight_and_subtrees_tie():
   lin = eqx.nn.Linear(3, 3, key=KEYS[2])
   other = eqx.nn.Linear(3, 3, key=KEYS[3])
   s = eqx.nn.Shared(
@@ -66,8 +66,18 @@ def test_tied_linears_share_a_transposed_kernel_and_subtrees_tie():
   )
   m = nnx.from_eqx(s)
   a, b, c = m.pytree
-  assert type(a) is nnx.Linear and a.kernel is b.kernel and c is a
+  assert type(a) is nnx.bridge.Linear and a.weight is b.weight and c is a
   assert_trees_equal(nnx.to_eqx(m), s)
+  native = nnx.from_eqx(s, native=True)  # NNX's own layer: one transposed kernel
+  a, b, c = native.pytree
+  assert type(a) is nnx.Linear and a.kernel is b.kernel and c is a
+  assert_trees_equal(nnx.to_eqx(native, native=True), s)
+
+
+def test_tied_embedding_keeps_equinox_layout_when_native_is_asked_for():
+  e = TiedLM(KEYS[0])
+  emb, lin = nnx.from_eqx(e, native=True).shared.pytree
+  assert type(lin) is nnx.bridge.Linear and emb.embedding is lin.weight
 
 
 def test_nnx_sharing_becomes_shared_root_and_back():
@@ -152,6 +162,11 @@ def test_untied_nnx_positions_are_detected():
 def test_variable_shared_in_two_layouts_is_rejected():
   lin = nnx.Linear(3, 3, rngs=nnx.Rngs(0))
   emb = nnx.from_eqx(eqx.nn.Embedding(3, 3, key=KEYS[0]))
-  emb.embedding = lin.kernel  # (3, 3) table used as-is, kernel used transposed
+  emb.embedding = lin.kernel  # (3, 3) table used as-is, kernel kept as-is by default
+  both = nnx.List([lin, emb])
+  e = nnx.to_eqx(both)  # one array, tied by eqx.nn.Shared
+  assert type(e.shared) is eqx.nn.Shared and len(e.shared.get.paths) == 1
+  back = nnx.from_eqx(e)
+  assert back[1].embedding is back[0].kernel
   with pytest.raises(nnx.bridge.SharedConversionError, match="different layouts"):
-    nnx.to_eqx(nnx.List([lin, emb]))
+    nnx.to_eqx(both, native=True)  # eqx.nn.Linear would need the kernel transposed

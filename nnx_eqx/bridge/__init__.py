@@ -3,7 +3,8 @@
 * ``_registry``: converter pairs (``register``), looked up by exact type.
 * ``_context``: the two conversion contexts (recursion, paths, sharing, state).
 * ``_converters``: the built-in ``eqx.nn`` pairs; ``_layers``, ``_norms``,
-  ``_attention``, ``_recurrent``: NNX modules computing Equinox's equations.
+  ``_attention``, ``_recurrent``: NNX modules computing Equinox's equations;
+  ``_eqx_layers``: Equinox layers keeping an NNX layer's layout and program.
 * ``_generic`` (any ``eqx.Module`` -> NNX) and ``_bridged`` (any NNX module ->
   ``eqx.Module``): conversions for unregistered types.
 * ``_shared``: ``eqx.nn.Shared`` <-> shared Variables; ``_state``:
@@ -38,6 +39,7 @@ from ._errors import MissingStateError as MissingStateError
 from ._errors import SharedConversionError as SharedConversionError
 from ._errors import StatefulModuleError as StatefulModuleError
 from ._errors import UnconvertibleFieldError as UnconvertibleFieldError
+from ._eqx_layers import KernelLinear as KernelLinear
 from ._generic import EqxModule as EqxModule
 from ._layers import MLP as MLP
 from ._layers import Conv as Conv

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -9,29 +10,46 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 
-from ..graph._variables import Param
 from ..module._module import Module
-from ._layers import Dropout
 
 
-def _project(x: jax.Array, kernel: Any, bias: Any) -> jax.Array:
-  y = jnp.einsum("si,ihd->shd", x, kernel.value)
-  return y if bias is None else y + bias.value
+def _weights(query: jax.Array, key_: jax.Array, mask: Any) -> jax.Array:
+  """Equinox's ``dot_product_attention_weights`` for one head."""
+  query = query / math.sqrt(query.shape[-1])
+  logits = jnp.einsum("sd,Sd->sS", query, key_)
+  if mask is not None:
+    if mask.shape != logits.shape:
+      raise ValueError(
+        f"mask must have shape (query_seq_length, kv_seq_length)=({query.shape[0]},"
+        f" {key_.shape[0]}). Got {mask.shape}."
+      )
+    logits = jnp.where(mask, logits, jnp.finfo(logits.dtype).min)
+  with jax.numpy_dtype_promotion("standard"):
+    dtype = jnp.result_type(logits.dtype, jnp.float32)
+  return jax.nn.softmax(logits.astype(dtype)).astype(logits.dtype)
+
+
+def _attend(query, key_, value, mask=None, dropout=None, *, key=None, inference=None):
+  """Equinox's ``dot_product_attention`` for one head."""
+  weights = _weights(query, key_, mask)
+  if dropout is not None:
+    weights = dropout(weights, key=key, inference=inference)
+  return jnp.einsum("sS,Sd->sd", weights, value)
 
 
 class MultiheadAttention(Module):
   """``eqx.nn.MultiheadAttention`` on unbatched sequences ``(seq, features)``.
 
-  Each Equinox projection ``eqx.nn.Linear`` becomes a kernel of shape
-  ``(in, num_heads, head_size)`` (``weight.T.reshape(in, heads, head_size)``) and
-  a bias of shape ``(num_heads, head_size)``; the output projection becomes
-  ``out_kernel`` of shape ``(num_heads, vo_size, output_size)`` and ``out_bias``.
-  Attention weights go through the ``dropout`` submodule with one key per
-  head, as in Equinox.
+  Equinox's structure and equations: four projection layers (each an
+  :class:`nnx.bridge.Linear` with its ``weight (out, in)``, applied per position
+  with ``jax.vmap``), heads split by reshaping, and attention weights through
+  the ``dropout`` submodule with one key per head. The converted model is the
+  source's program, bit for bit.
 
   Attributes:
-    query_kernel, key_kernel, value_kernel, out_kernel: ``Param`` kernels.
-    query_bias, key_bias, value_bias, out_bias: ``Param`` biases or None.
+    query_proj, key_proj, value_proj: projections to ``num_heads * qk_size``
+      (``vo_size`` for values) features.
+    output_proj: projection from ``num_heads * vo_size`` to ``output_size``.
     dropout: a :class:`nnx.bridge.Dropout`.
     num_heads, query_size, key_size, value_size, output_size, qk_size, vo_size,
     use_query_bias, use_key_bias, use_value_bias, use_output_bias: as Equinox.
@@ -45,19 +63,15 @@ class MultiheadAttention(Module):
     >>> e = eqx.nn.MultiheadAttention(2, 8, key=jax.random.key(0))
     >>> m = nnx.from_eqx(e)
     >>> x = jnp.ones((5, 8))
-    >>> m.query_kernel.value.shape, bool(jnp.allclose(m(x, x, x), e(x, x, x), atol=1e-6))
-    ((8, 2, 4), True)
+    >>> m.query_proj.weight.value.shape, bool((m(x, x, x) == e(x, x, x)).all())
+    ((8, 8), True)
   """
 
-  query_kernel: Param
-  key_kernel: Param
-  value_kernel: Param
-  out_kernel: Param
-  query_bias: Param | None
-  key_bias: Param | None
-  value_bias: Param | None
-  out_bias: Param | None
-  dropout: Dropout
+  query_proj: Any
+  key_proj: Any
+  value_proj: Any
+  output_proj: Any
+  dropout: Any
   num_heads: int
   query_size: int
   key_size: int
@@ -85,35 +99,29 @@ class MultiheadAttention(Module):
     with jax.named_scope("bridge.MultiheadAttention"):
       if deterministic is not None:
         inference = deterministic
-      q_len, kv_len = query.shape[0], key_.shape[0]
+      q_len, _ = query.shape
+      kv_len, _ = key_.shape
       if value.shape[0] != kv_len:
         raise ValueError("key and value must both be sequences of equal length.")
-      q = _project(query, self.query_kernel, self.query_bias)
-      k = _project(key_, self.key_kernel, self.key_bias)
-      v = _project(value, self.value_kernel, self.value_bias)
+      q = self._project(self.query_proj, query)
+      k = self._project(self.key_proj, key_)
+      v = self._project(self.value_proj, value)
       if process_heads is not None:
         shapes = (q.shape, k.shape, v.shape)
         q, k, v = process_heads(q, k, v)
         if (q.shape, k.shape, v.shape) != shapes:
           raise ValueError("process_heads must not change the shape of the heads.")
-      q = q / math.sqrt(q.shape[-1])
-      logits = jnp.einsum("shd,Shd->hsS", q, k)
-      if mask is not None:
-        per_head = mask.shape[1:] if mask.ndim == 3 else mask.shape
-        if per_head != (q_len, kv_len):
-          raise ValueError(
-            f"mask must have shape (query_seq_length, kv_seq_length)=({q_len}, {kv_len})"
-            f" (optionally with a leading heads axis). Got {mask.shape}."
-          )
-        logits = jnp.where(mask, logits, jnp.finfo(logits.dtype).min)
-      with jax.numpy_dtype_promotion("standard"):
-        dtype = jnp.result_type(logits.dtype, jnp.float32)
-      weights = jax.nn.softmax(logits.astype(dtype)).astype(logits.dtype)
-      if key is None:
-        weights = self.dropout(weights, key=None, inference=inference)
+      attn_fn = functools.partial(_attend, dropout=self.dropout, inference=inference)
+      keys = None if key is None else jr.split(key, q.shape[1])
+      if mask is not None and mask.ndim == 3:
+        attn = jax.vmap(attn_fn, in_axes=1, out_axes=1)(q, k, v, mask=mask, key=keys)
       else:
-        keys = jr.split(key, self.num_heads)
-        weights = jax.vmap(lambda w, k: self.dropout(w, key=k, inference=inference))(weights, keys)
-      attn = jnp.einsum("hsS,Shd->shd", weights, v)
-      out = jnp.einsum("shd,hdo->so", attn, self.out_kernel.value)
-      return out if self.out_bias is None else out + self.out_bias.value
+        attn = jax.vmap(functools.partial(attn_fn, mask=mask), in_axes=1, out_axes=1)(
+          q, k, v, key=keys
+        )
+      attn = attn.reshape(q_len, -1)
+      return jax.vmap(self.output_proj)(attn)
+
+  def _project(self, proj: Any, x: jax.Array) -> jax.Array:
+    seq_length, _ = x.shape
+    return jax.vmap(proj)(x).reshape(seq_length, self.num_heads, -1)

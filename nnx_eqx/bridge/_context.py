@@ -36,10 +36,6 @@ from ._state import EqxState, Link, fmt_path, is_index, state_value
 
 _ARRAYS = (jax.Array, np.ndarray, np.generic)
 
-_RECURSE = 40
-"""``eqx.Module`` conversions nested by plain recursion; deeper ones go bottom-up
-with an explicit stack (``_deep_eqx``)."""
-
 
 def is_array(x: Any) -> bool:
   return isinstance(x, _ARRAYS)
@@ -97,6 +93,9 @@ class FromEqxContext:
 
   Args:
     state: the ``eqx.nn.State`` holding the values of the model's StateIndexes.
+    native: convert to NNX's native layers where they exist (``eqx.nn.Linear`` ->
+      ``nnx.Linear`` with ``kernel = weight.T``) instead of keeping Equinox's
+      layout and program (see ``nnx.from_eqx``).
 
   Attributes:
     obj: the Equinox module being converted by the current converter.
@@ -110,8 +109,10 @@ class FromEqxContext:
     'Linear'
   """
 
-  def __init__(self, state: Any = None):
+  def __init__(self, state: Any = None, native: bool = False):
     self.state = state
+    self.native = native
+    self.native_ids: set[int] = set()  # Equinox modules to convert natively anyway
     self.obj: Any = None
     self.path: tuple = ()
     self.links: list[Link] = []
@@ -120,8 +121,6 @@ class FromEqxContext:
     self._fns: dict[Any, set] = {}  # group -> layout functions used on it
     self._keep: set = set()  # groups whose converters must keep Equinox's layout
     self._link_ids: set[int] = set()
-    self.in_generic = 0  # > 0 while converting inside a generic module
-    self._level = 0  # eqx.Modules being converted, one inside the other
     self._done: dict[int, Any] = {}  # id -> NNX object, made bottom-up by `_deep_eqx`
 
   # -- API for converters ---------------------------------------------------
@@ -171,12 +170,12 @@ class FromEqxContext:
   def keep_layout(self, *keys: Any) -> bool:
     """True if the converter must keep Equinox's layout for the array at ``keys``.
 
-    That is the case inside a generically converted module (its methods run
-    Equinox's code on an Equinox view, which would convert a different layout
-    back on every call), and for an array tied by ``eqx.nn.Shared`` to a place
-    that uses it in Equinox's layout.
+    That is always the case unless the user asked for NNX's native layouts
+    (``nnx.from_eqx(..., native=True)``): another layout is another program.
+    Even then, an array tied by ``eqx.nn.Shared`` to a place that uses it in
+    Equinox's layout keeps it.
     """
-    if self.in_generic:
+    if not (self.native or id(self.obj) in self.native_ids):
       return True
     group = self._tie(self.path + tuple(map(to_key, keys)))
     return group is not None and group in self._keep
@@ -236,11 +235,9 @@ class FromEqxContext:
       if is_index(value):
         return self.make_variable(value, path)
       done = self._done.pop(id(value), None)
-      if done is not None:  # converted bottom-up by `_deep_eqx`
+      if done is not None:  # converted bottom-up by the walk below an ancestor
         return done
-      if self._level >= _RECURSE:
-        return _deep_eqx.convert_below(self, value, path)
-      return self.convert_module(value, path)
+      return _deep_eqx.convert_below(self, value, path)
     if is_array(value):
       return self.make_variable(value, path)
     if value is None:
@@ -279,11 +276,7 @@ class FromEqxContext:
     group = self._tie(path)
     if group is not None and (group, "node") in self._memo:
       return self._memo[(group, "node")]
-    self._level += 1
-    try:
-      out = self._module(value, path)
-    finally:
-      self._level -= 1
+    out = self._module(value, path)
     if group is not None:
       self._memo[(group, "node")] = out
     return out

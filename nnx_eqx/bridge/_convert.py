@@ -19,7 +19,7 @@ from ._to_eqx import ToEqxContext
 
 
 @contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
   """Pauses Python's cyclic garbage collector while a conversion allocates many
   objects (its passes over live objects would make large conversions superlinear)."""
   was_enabled = gc.isenabled()
@@ -31,15 +31,17 @@ def _gc_paused() -> Iterator[None]:
       gc.enable()
 
 
-def from_eqx(eqx_module: Any, state: Any = None) -> Any:
-  """Converts an Equinox module into an NNX module computing the same function.
+def from_eqx(eqx_module: Any, state: Any = None, *, native: bool = False) -> Any:
+  """Converts an Equinox module into an NNX module running the same program.
 
   Registered layers (``eqx.nn.Linear``, ``Conv1d/2d/3d``, ``Embedding``,
   ``LayerNorm``, ``RMSNorm``, ``BatchNorm``, ``Dropout``, ``MultiheadAttention``,
   ``GRUCell``, ``LSTMCell``, ``MLP``, ``Sequential``, ``Lambda``, ``Identity``,
-  pooling, ``Shared``) become NNX modules that keep Equinox's calling convention
-  (e.g. unbatched, channels-first inputs) and equations; ``eqx.nn.Linear``
-  becomes ``nnx.Linear`` (``kernel = weight.T``). Any other ``eqx.Module``
+  pooling, ``Shared``) become the ``nnx.bridge`` layers of the same names: NNX
+  modules that keep Equinox's parameter layout (``weight`` of shape
+  ``(out, in)``), calling convention (unbatched, channels-first inputs) and
+  equations, wherever the layer sits. The result's forward pass and gradients
+  are the source's bit for bit (the same StableHLO). Any other ``eqx.Module``
   becomes an :class:`nnx.bridge.EqxModule` with the same fields and methods.
   Inexact arrays become ``Param``, other arrays ``Variable``; values held in
   ``eqx.nn.State`` become ``BatchStat`` (BatchNorm) or
@@ -57,6 +59,10 @@ def from_eqx(eqx_module: Any, state: Any = None) -> Any:
     state: the ``eqx.nn.State`` of a stateful model (as returned by
       ``eqx.nn.make_with_state``); without it, each ``StateIndex`` must still
       hold its initial value.
+    native: give NNX's own layer where one exists: ``eqx.nn.Linear`` becomes
+      ``nnx.Linear`` with ``kernel = weight.T`` (of shape ``(in, out)``), which
+      computes ``x @ kernel``: equal values, but another program (results may
+      differ in the last bit). ``nnx.to_eqx(..., native=True)`` inverts it.
 
   Returns:
     The NNX module (new objects; the Equinox module is untouched).
@@ -73,9 +79,11 @@ def from_eqx(eqx_module: Any, state: Any = None) -> Any:
     >>> import equinox as eqx, jax, jax.numpy as jnp, nnx_eqx as nnx
     >>> e = eqx.nn.Linear(3, 2, key=jax.random.key(0))
     >>> m = nnx.from_eqx(e)
-    >>> type(m).__name__, m.kernel.value.shape
-    ('Linear', (3, 2))
-    >>> bool(jnp.allclose(m(jnp.ones(3)), e(jnp.ones(3)), atol=1e-6))
+    >>> type(m) is nnx.bridge.Linear, m.weight.value.shape
+    (True, (2, 3))
+    >>> bool((m(jnp.ones(3)) == e(jnp.ones(3))).all())
+    True
+    >>> type(nnx.from_eqx(e, native=True)) is nnx.Linear
     True
   """
   if not isinstance(eqx_module, (eqx.Module, list, tuple, dict)):
@@ -83,8 +91,8 @@ def from_eqx(eqx_module: Any, state: Any = None) -> Any:
       f"nnx.from_eqx expects an eqx.Module, got {type(eqx_module).__name__}. Fix: pass"
       " the Equinox model (and its eqx.nn.State as `state=`)."
     )
-  with _gc_paused():
-    out = FromEqxContext(state).convert(eqx_module, ())
+  with gc_paused():
+    out = FromEqxContext(state, native).convert(eqx_module, ())
   if type(out) is list:  # a root list/dict of modules: the NNX containers
     return List(out)
   if type(out) is dict:
@@ -92,38 +100,46 @@ def from_eqx(eqx_module: Any, state: Any = None) -> Any:
   return out
 
 
-def to_eqx_parts(module: Any) -> tuple[Any, Any, list, ToEqxContext]:
+def to_eqx_parts(module: Any, native: bool = False) -> tuple[Any, Any, list, ToEqxContext]:
   """``(eqx_model, state or None, links, ctx)`` for an NNX module (see to_eqx)."""
   if not is_graph_node(module):
     raise UnconvertibleFieldError(
       f"nnx.to_eqx expects an nnx.Module, got {type(module).__name__}. Fix: pass the"
       " NNX model (a Module, or an nnx.List/nnx.Dict of them)."
     )
-  ctx = ToEqxContext()
-  with _gc_paused():
+  ctx = ToEqxContext(native)
+  with gc_paused():
     tree = ctx.convert(module, ())
     ctx.check_layouts()
-    tree = tie_root(tree, ctx, module)
+    tree = ctx.tree = tie_root(tree, ctx, module)
     model, state, links = finalize(tree, ctx.links)
   return model, state, links, ctx
 
 
-def to_eqx(module: Any) -> Any:
-  """Converts an NNX module into an ``eqx.Module`` computing the same function.
+def to_eqx(module: Any, *, native: bool = False) -> Any:
+  """Converts an NNX module into an ``eqx.Module`` running the same program.
 
-  Registered NNX modules become their Equinox layers (``nnx.Linear`` ->
-  ``eqx.nn.Linear``, the ``nnx.bridge`` layers -> theirs); any other module
-  becomes an :class:`nnx.bridge.NnxModule` with one field per attribute and the
-  same methods. Variables or Modules reachable from several paths are tied
-  with ``eqx.nn.Shared`` (the root is then a :class:`nnx.bridge.SharedRoot`).
-  ``nnx.from_eqx`` inverts it exactly.
+  The ``nnx.bridge`` layers become their Equinox layers, an ``nnx.Linear``
+  becomes an :class:`nnx.bridge.KernelLinear` (its ``kernel`` of shape
+  ``(in, out)`` kept), and any other module (``nnx.Conv``, ... and your own)
+  becomes an :class:`nnx.bridge.NnxModule` with one field per attribute, in the
+  module's own layout, and the same methods. They run the NNX code on the
+  fields: forward pass and gradients are the source's bit for bit (the same
+  StableHLO). Variables or
+  Modules reachable from several paths are tied with ``eqx.nn.Shared`` (the
+  root is then a :class:`nnx.bridge.SharedRoot`). ``nnx.from_eqx`` inverts it
+  exactly.
 
-  Any depth converts under the default recursion limit (modules more than 40
-  levels down are converted bottom-up), but ``jax.tree`` functions recurse
+  Any depth converts under the default recursion limit (modules are converted
+  bottom-up by a walk with its own stack), but ``jax.tree`` functions recurse
   through the result and fail on one nested deeper than about 900 levels.
 
   Args:
     module: an NNX module without non-Param state.
+    native: give Equinox's own layer where one exists: ``nnx.Linear`` becomes
+      ``eqx.nn.Linear`` with ``weight = kernel.T``, which computes
+      ``weight @ x``: equal values, but another program. ``nnx.from_eqx(...,
+      native=True)`` inverts it.
 
   Returns:
     The Equinox module (arrays are shared with ``module``, not copied).
@@ -139,11 +155,16 @@ def to_eqx(module: Any) -> Any:
 
   Example:
     >>> import equinox as eqx, jax.numpy as jnp, nnx_eqx as nnx
-    >>> e = nnx.to_eqx(nnx.Linear(3, 2, rngs=nnx.Rngs(0)))
-    >>> type(e) is eqx.nn.Linear, e.weight.shape
-    (True, (2, 3))
+    >>> m = nnx.Linear(3, 2, rngs=nnx.Rngs(0))
+    >>> e = nnx.to_eqx(m)
+    >>> type(e).__name__, e.kernel.shape
+    ('KernelLinear', (3, 2))
+    >>> bool((e(jnp.ones(3)) == m(jnp.ones(3))).all())
+    True
+    >>> nnx.to_eqx(m, native=True).weight.shape   # an eqx.nn.Linear
+    (2, 3)
   """
-  model, state, _, ctx = to_eqx_parts(module)
+  model, state, _, ctx = to_eqx_parts(module, native)
   if state is not None:
     paths = ", ".join(fmt_path(p) for p in ctx.state_paths[:6])
     raise StatefulModuleError(
@@ -154,7 +175,7 @@ def to_eqx(module: Any) -> Any:
   return model
 
 
-def to_eqx_with_state(module: Any) -> tuple[Any, eqx.nn.State]:
+def to_eqx_with_state(module: Any, *, native: bool = False) -> tuple[Any, eqx.nn.State]:
   """Converts an NNX module with state into ``(eqx_model, eqx.nn.State)``.
 
   The pair is what ``eqx.nn.make_with_state`` returns: non-Param Variables
@@ -164,6 +185,7 @@ def to_eqx_with_state(module: Any) -> tuple[Any, eqx.nn.State]:
 
   Args:
     module: an NNX module.
+    native: as in :func:`to_eqx`.
 
   Returns:
     ``(eqx_model, state)``.
@@ -181,7 +203,7 @@ def to_eqx_with_state(module: Any) -> tuple[Any, eqx.nn.State]:
     >>> bool(eqx.tree_equal((model, state), (model2, state2)))
     True
   """
-  model, state, _, _ = to_eqx_parts(module)
+  model, state, _, _ = to_eqx_parts(module, native)
   if state is None:  # no StateIndex anywhere (and the model may be too deep for jax.tree)
     state = eqx.nn.State(())
   return model, state

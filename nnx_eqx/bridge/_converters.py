@@ -1,27 +1,27 @@
 """Built-in converter pairs for ``eqx.nn`` layers (registered at import).
 
-Each pair reads arrays through the context with a named :class:`Layout`
-(e.g. ``Layout("T")`` for ``weight.T``): layouts compare equal by name, which
-is how a weight tied by ``eqx.nn.Shared`` is recognised as one Variable.
-A converter returns ``NotImplemented`` for instances it cannot map exactly
-(e.g. ``MLP(scan=True)``); those convert generically.
+Every pair keeps Equinox's parameter layout and equations, so a converted
+layer is its source's program. The one layout change, ``nnx.Linear``'s
+``kernel = weight.T``, happens only when asked for (``native=True``); it is a
+named :class:`Layout`: layouts compare equal by name, which is how a weight tied
+by ``eqx.nn.Shared`` is recognised as one Variable. A converter returns
+``NotImplemented`` for instances it cannot map exactly (e.g.
+``MLP(scan=True)``); those convert generically.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
 import jax.tree_util as jtu
-import numpy as np
 
 from ..graph._variables import BatchStat, Param
-from ..module._rngs import Rngs
 from ..nn import Linear as NnxLinear
 from . import _attention, _layers, _norms, _recurrent
 from ._context import FromEqxContext, build_eqx, impl_of, is_array
+from ._eqx_layers import KernelLinear, build_nnx_linear, nnx_linear_defaults, param_dtype
 from ._registry import register
 from ._stack import stack_shape
 from ._state import state_value
@@ -57,21 +57,10 @@ class Layout:
     return f"Layout({self.name!r}{''.join(f', {a!r}' for a in self.args)})"
 
 
-def _lead(x: Any, k: int) -> tuple:
-  """The leading (stack) axes of ``x`` before its last ``k`` axes."""
-  return x.shape[: x.ndim - k]
-
-
 # Each layout acts on the trailing axes of one layer's array, so the leading axes
 # of layers stacked by ``eqx.filter_vmap`` (or ``nnx.vmap``) pass through.
 _LAYOUTS: dict[str, Callable[..., Any]] = {
   "T": lambda x: x.swapaxes(-1, -2),
-  "flat": lambda x: x.reshape(*_lead(x, 2), -1),
-  "heads_in": lambda x, h: x.swapaxes(-1, -2).reshape(*_lead(x, 2), x.shape[-1], h, -1),
-  "heads_in_eqx": lambda x: x.reshape(*_lead(x, 3), x.shape[-3], -1).swapaxes(-1, -2),
-  "heads_bias": lambda x, h: x.reshape(*_lead(x, 1), h, -1),
-  "heads_out": lambda x, h: x.swapaxes(-1, -2).reshape(*_lead(x, 2), h, -1, x.shape[-2]),
-  "heads_out_eqx": lambda x: x.reshape(*_lead(x, 3), -1, x.shape[-1]).swapaxes(-1, -2),
 }
 T = Layout("T")
 
@@ -99,18 +88,6 @@ def _plain_params(*vars_: Any) -> bool:
 _LINEAR_STATICS = ("in_features", "out_features", "use_bias")
 
 
-@functools.cache
-def _nnx_linear_defaults() -> dict:
-  t = NnxLinear(1, 1, rngs=Rngs(0))
-  return {k: v for k, v in _attrs(t).items() if k not in ("kernel", "bias")}
-
-
-def _param_dtype(dtype: Any) -> Any:
-  """``nnx.Linear``'s ``param_dtype`` for a weight dtype: its default object if equal."""
-  default = _nnx_linear_defaults()["param_dtype"]
-  return default if np.dtype(default) == dtype else dtype
-
-
 def linear_to_nnx(e: enn.Linear, ctx: FromEqxContext) -> Any:
   if not is_array(e.weight) or stack_shape((e.weight, 2), (e.bias, 1)) is None:
     return NotImplemented  # arrays that are no stack of layers: generic conversion
@@ -118,18 +95,26 @@ def linear_to_nnx(e: enn.Linear, ctx: FromEqxContext) -> Any:
   if "scalar" in (e.in_features, e.out_features) or ctx.keep_layout("weight"):
     w, b = ctx.variable("weight", type=Param), ctx.variable("bias", type=Param)
     return _new(_layers.Linear, weight=w, bias=b, **statics)
-  m = NnxLinear.__new__(NnxLinear)
-  param_dtype = _param_dtype(e.weight.dtype)
-  for k, v in {**_nnx_linear_defaults(), **statics, "param_dtype": param_dtype}.items():
-    setattr(m, k, v)
-  m.kernel = ctx.variable("weight", type=Param, fn=T)
-  m.bias = ctx.variable("bias", type=Param)
-  return m
+  kernel = ctx.variable("weight", type=Param, fn=T)  # asked for: from_eqx(..., native=True)
+  statics["param_dtype"] = param_dtype(e.weight.dtype)
+  return build_nnx_linear(kernel, ctx.variable("bias", type=Param), statics)
+
+
+def kernel_linear_to_nnx(e: KernelLinear, ctx: FromEqxContext) -> Any:
+  if not is_array(e.kernel) or stack_shape((e.kernel, 2), (e.bias, 1)) is None:
+    return NotImplemented
+  statics = _statics(e, _LINEAR_STATICS)
+  statics["param_dtype"] = param_dtype(e.kernel.dtype)
+  kernel, bias = ctx.variable("kernel", type=Param), ctx.variable("bias", type=Param)
+  return build_nnx_linear(kernel, bias, statics)
 
 
 def nnx_linear_to_eqx(m: Any, ctx: ToEqxContext) -> Any:
+  """``nnx.Linear`` -> :class:`nnx.bridge.KernelLinear` (its kernel and program
+  kept), or ``eqx.nn.Linear`` (``weight = kernel.T``) when asked for with
+  ``to_eqx(..., native=True)``; generic conversion for non-default settings."""
   attrs = _attrs(m)
-  defaults = _nnx_linear_defaults()
+  defaults = nnx_linear_defaults()
   same = set(attrs) == {*defaults, "kernel", "bias"} and all(
     attrs[k] == v for k, v in defaults.items() if k not in (*_LINEAR_STATICS, "param_dtype")
   )
@@ -138,13 +123,18 @@ def nnx_linear_to_eqx(m: Any, ctx: ToEqxContext) -> Any:
     return NotImplemented
   if stack_shape((kernel, 2), (attrs["bias"], 1)) is None:
     return NotImplemented
-  pd, expected = attrs["param_dtype"], _param_dtype(kernel.dtype)
+  pd, expected = attrs["param_dtype"], param_dtype(kernel.dtype)
   if (
     type(pd) is not type(expected) or pd != expected or (attrs["bias"] is None) == attrs["use_bias"]
   ):
     return NotImplemented  # from_eqx could not rebuild these attributes exactly
+  if not ctx.native:
+    k, b = ctx.leaf("kernel"), ctx.leaf("bias")
+    return build_eqx(KernelLinear, kernel=k, bias=b, **_statics(m, _LINEAR_STATICS))
   w, b = ctx.leaf("kernel", fn=T), ctx.leaf("bias")
-  return build_eqx(enn.Linear, weight=w, bias=b, **_statics(m, _LINEAR_STATICS))
+  out = build_eqx(enn.Linear, weight=w, bias=b, **_statics(m, _LINEAR_STATICS))
+  ctx.native_made.add(id(out))
+  return out
 
 
 def bridge_linear_to_eqx(m: _layers.Linear, ctx: ToEqxContext) -> Any:
@@ -381,67 +371,17 @@ _MHA_STATICS = (
   "use_value_bias",
   "use_output_bias",
 )
-_PROJ = (
-  ("query", "query_size", "qk_size"),
-  ("key", "key_size", "qk_size"),
-  ("value", "value_size", "vo_size"),
-)
+_MHA_CHILDREN = ("query_proj", "key_proj", "value_proj", "output_proj", "dropout")
 
 
 def mha_to_nnx(e: enn.MultiheadAttention, ctx: FromEqxContext) -> Any:
-  projs = (e.query_proj, e.key_proj, e.value_proj, e.output_proj)
-  if any(type(p) is not enn.Linear or not is_array(p.weight) for p in projs):
-    return NotImplemented
-  if stack_shape(*((x, n) for p in projs for x, n in ((p.weight, 2), (p.bias, 1)))) is None:
-    return NotImplemented
-  if type(e.dropout) is not enn.Dropout:
-    return NotImplemented
-  h = e.num_heads
-  attrs = {}
-  for name, _, _ in _PROJ:
-    attrs[f"{name}_kernel"] = ctx.variable(
-      f"{name}_proj", "weight", type=Param, fn=Layout("heads_in", h)
-    )
-    attrs[f"{name}_bias"] = ctx.variable(
-      f"{name}_proj", "bias", type=Param, fn=Layout("heads_bias", h)
-    )
-  attrs["out_kernel"] = ctx.variable("output_proj", "weight", type=Param, fn=Layout("heads_out", h))
-  attrs["out_bias"] = ctx.variable("output_proj", "bias", type=Param)
-  return _new(
-    _attention.MultiheadAttention,
-    dropout=ctx.child("dropout"),
-    **attrs,
-    **_statics(e, _MHA_STATICS),
-  )
+  children = {k: ctx.child(k) for k in _MHA_CHILDREN}
+  return _new(_attention.MultiheadAttention, **children, **_statics(e, _MHA_STATICS))
 
 
 def mha_to_eqx(m: _attention.MultiheadAttention, ctx: ToEqxContext) -> Any:
-  arrays = [(getattr(m, f"{name}_kernel"), 3) for name in ("query", "key", "value", "out")]
-  arrays += [(getattr(m, f"{name}_bias"), 2) for name in ("query", "key", "value")]
-  if stack_shape(*arrays, (m.out_bias, 1)) is None:
-    return NotImplemented
-  h = m.num_heads
-  fields = {}
-  for name, size, head in _PROJ:
-    fields[f"{name}_proj"] = build_eqx(
-      enn.Linear,
-      weight=ctx.leaf(f"{name}_kernel", fn=Layout("heads_in_eqx")),
-      bias=ctx.leaf(f"{name}_bias", fn=Layout("flat")),
-      in_features=getattr(m, size),
-      out_features=h * getattr(m, head),
-      use_bias=getattr(m, f"use_{name}_bias"),
-    )
-  fields["output_proj"] = build_eqx(
-    enn.Linear,
-    weight=ctx.leaf("out_kernel", fn=Layout("heads_out_eqx")),
-    bias=ctx.leaf("out_bias"),
-    in_features=h * m.vo_size,
-    out_features=m.output_size,
-    use_bias=m.use_output_bias,
-  )
-  return build_eqx(
-    enn.MultiheadAttention, dropout=ctx.child("dropout"), **fields, **_statics(m, _MHA_STATICS)
-  )
+  children = {k: ctx.child(k) for k in _MHA_CHILDREN}
+  return build_eqx(enn.MultiheadAttention, **children, **_statics(m, _MHA_STATICS))
 
 
 _CELL_STATICS = ("input_size", "hidden_size", "use_bias")
@@ -484,8 +424,8 @@ def _cell_pair(eqx_type: type, nnx_type: type, has_bias_n: bool) -> None:
 
 
 # -- Registration ---------------------------------------------------------------
-register(enn.Linear, NnxLinear, to_nnx=linear_to_nnx, to_eqx=nnx_linear_to_eqx)
-register(enn.Linear, _layers.Linear, to_eqx=bridge_linear_to_eqx)
+register(enn.Linear, _layers.Linear, to_nnx=linear_to_nnx, to_eqx=bridge_linear_to_eqx)
+register(KernelLinear, NnxLinear, to_nnx=kernel_linear_to_nnx, to_eqx=nnx_linear_to_eqx)
 for _t in _CONV_TYPES.values():
   register(_t, _layers.Conv, to_nnx=conv_to_nnx, to_eqx=conv_to_eqx, override=True)
 register(enn.Embedding, _layers.Embedding, to_nnx=embedding_to_nnx, to_eqx=embedding_to_eqx)

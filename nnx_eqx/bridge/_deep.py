@@ -1,18 +1,19 @@
-"""Deep graphs towards Equinox: convert a subgraph bottom-up with an explicit stack.
+"""The walk of ``nnx.to_eqx``: convert a subgraph bottom-up with an explicit stack.
 
 Converters call ``ctx.child``, which converts the child before returning, so a
-chain of N modules would nest N converter calls. ``ToEqxContext`` recurses only
-``_RECURSE`` modules deep; below that it calls :func:`convert_below`, which walks
-the subgraph with its own stack and converts its modules in post-order: when a
-module's converter runs, the modules it holds are already converted (and
-cached), so each converter call returns without going deeper. Shallow graphs
-never get here and convert exactly as before.
+chain of N modules would nest N converter calls. Instead, every graph node that
+``ToEqxContext`` meets for the first time goes through :func:`convert_below`,
+which walks the subgraph below it with its own stack and converts its modules
+in post-order: when a module's converter runs, the modules it holds are
+already converted (and cached), so each converter call returns without going
+deeper. It is the one path, for shallow and deep graphs alike.
 
 The walk enters the modules whose every attribute the conversion converts: NNX
 modules without a registered converter (generic conversion), ``nnx.List`` /
 ``nnx.Dict``, and modules made from Equinox (their non-static fields). A module
 with a registered converter is converted when its turn comes; its own children
-are left to it (a converter may skip an attribute, e.g. a Dropout's ``rngs``).
+are left to it (a converter may skip an attribute, e.g. a Dropout's ``rngs``),
+and each child it converts starts a walk of its own.
 """
 
 from __future__ import annotations
@@ -100,7 +101,9 @@ def convert_below(ctx: Any, root: Any, path: tuple, state_types: tuple | None) -
       cid = id(child)
       if cid in ctx._nodes:
         continue
-      ancestor = open_.get(cid) or ctx._stack.get(cid)
+      ancestor = open_.get(cid)
+      if ancestor is None:  # (a KeyPath: the root's is empty, so falsy)
+        ancestor = ctx._stack.get(cid)
       if ancestor is not None:
         raise cycle_error(at + rel, ancestor)
       child_at = at + rel

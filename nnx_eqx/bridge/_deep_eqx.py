@@ -1,18 +1,17 @@
-"""Deep Equinox models towards NNX: convert a subtree bottom-up with an explicit stack.
+"""The walk of ``nnx.from_eqx``: convert a subtree bottom-up with an explicit stack.
 
-The counterpart of ``_deep`` for ``nnx.from_eqx``. ``FromEqxContext`` nests
-``_RECURSE`` module conversions by plain recursion; below that,
-:func:`convert_below` walks the subtree with its own stack and converts its
-``eqx.Module`` objects in post-order, leaving each result for the ``convert``
-call of its parent's converter to pick up, so no converter call goes deeper.
-Shallow models never get here and convert exactly as before.
+The counterpart of ``_deep`` for ``nnx.from_eqx``. Every ``eqx.Module`` that
+``FromEqxContext`` converts goes through :func:`convert_below`, which walks the
+subtree with its own stack and converts its ``eqx.Module`` objects in
+post-order, leaving each result for the ``convert`` call of its parent's
+converter to pick up, so no converter call goes deeper. It is the one path, for
+shallow and deep models alike.
 
 The walk enters the modules whose conversion converts every dynamic field:
-Equinox classes without a registered converter (generic conversion, whose
-children keep Equinox's layouts, see ``FromEqxContext.keep_layout``), and the
+Equinox classes without a registered converter (generic conversion), and the
 :class:`nnx.bridge.NnxModule` classes made by ``nnx.to_eqx`` (following their
 ``_nnx_spec``). A module with a registered converter is converted when its turn
-comes and converts its own children.
+comes and converts its own children (each starting a walk of its own).
 """
 
 from __future__ import annotations
@@ -67,25 +66,24 @@ def _by_spec(value: Any, spec: tuple) -> list:
   return out
 
 
-def _children(module: Any) -> tuple[list, bool]:
-  """``([(keys, child), ...], generic)`` for a module the walk enters (else no
-  children); ``generic`` when its children convert inside a generic conversion."""
+def _children(module: Any) -> list:
+  """``[(keys, child), ...]`` for a module the walk enters (else no children)."""
   t = type(module)
   if _registry.lookup_to_nnx(t) is not None:
-    return [], False
+    return []
   out: list = []
   if getattr(t, "nnx_type", None) is not None:  # an nnx.bridge.NnxModule (from _bridged)
     spec = dict(getattr(module, "_nnx_spec"))
     for name in [n for n in t.__annotations__ if n in spec]:
       key = (jtu.GetAttrKey(name),)
       out.extend((key + rel, m) for rel, m in _by_spec(getattr(module, name), spec[name]))
-    return out, False
+    return out
   d = vars(module)
   for f in dataclasses.fields(t):
     if f.name in d and not f.metadata.get("static", False):
       key = (jtu.GetAttrKey(f.name),)
       out.extend((key + rel, m) for rel, m in _modules_in(d[f.name]))
-  return out, True
+  return out
 
 
 def convert_below(ctx: Any, root: Any, path: tuple) -> Any:
@@ -93,27 +91,20 @@ def convert_below(ctx: Any, root: Any, path: tuple) -> Any:
   deepest first; returns ``root``'s NNX object. Their paths are :class:`KeyPath`
   objects, which cost O(1) to extend."""
   seen = {id(root)}
-  children, generic = _children(root)
-  stack: list[list] = [[root, KeyPath(path, ()), ctx.in_generic, children, generic, 0]]
+  stack: list[list] = [[root, KeyPath(path, ()), _children(root), 0]]
   while stack:
     frame = stack[-1]
-    module, at, level, children, generic, i = frame
+    module, at, children, i = frame
     if i < len(children):
-      frame[5] = i + 1
+      frame[3] = i + 1
       rel, child = children[i]
       if id(child) in seen:  # the same object twice: its second place converts it anew
         continue
       seen.add(id(child))
-      sub, sub_generic = _children(child)
-      stack.append([child, at + rel, level + generic, sub, sub_generic, 0])
+      stack.append([child, at + rel, _children(child), 0])
       continue
     stack.pop()
-    saved = ctx.in_generic
-    ctx.in_generic = level
-    try:
-      out = ctx.convert_module(module, at)
-    finally:
-      ctx.in_generic = saved
+    out = ctx.convert_module(module, at)
     if not stack:
       return out
     ctx._done[id(module)] = out

@@ -191,19 +191,15 @@ def generic_to_nnx(value: eqx.Module, ctx: FromEqxContext) -> EqxModule:
   cls = nnx_class(type(value))
   out = cls()
   d = vars(value)
-  ctx.in_generic += 1  # children keep Equinox's layouts (see FromEqxContext.keep_layout)
-  try:
-    for f in dataclasses.fields(type(value)):
-      if f.name not in d:
-        continue
-      v = d[f.name]
-      if f.metadata.get("static", False):
-        has_arrays = any(is_array(x) for x in jtu.tree_leaves(v))
-        setattr(out, f.name, StaticBox(v) if has_arrays else v)
-      else:
-        setattr(out, f.name, ctx.child(f.name))
-  finally:
-    ctx.in_generic -= 1
+  for f in dataclasses.fields(type(value)):
+    if f.name not in d:
+      continue
+    v = d[f.name]
+    if f.metadata.get("static", False):
+      has_arrays = any(is_array(x) for x in jtu.tree_leaves(v))
+      setattr(out, f.name, StaticBox(v) if has_arrays else v)
+    else:
+      setattr(out, f.name, ctx.child(f.name))
   return out
 
 

@@ -1,12 +1,11 @@
 """NNX modules that compute Equinox's layer equations with Equinox's calling convention.
 
-``nnx.from_eqx`` builds these for ``eqx.nn`` layers whose convention differs
-from the NNX layers' (unbatched, channels-first inputs; a ``key=`` keyword
-that is ignored or used for dropout). Parameters keep Equinox's layouts unless
-an NNX layout compiles to the same program (``nnx.Linear``'s ``(in, out)``
-kernel, the attention kernels), so a converted model runs the same kernels
-with the same cost; each class documents its mapping. They are plain NNX
-modules: ``nnx.split``, ``nnx.jit``, ``nnx.grad`` and ``nnx.Optimizer`` apply.
+``nnx.from_eqx`` builds these for the ``eqx.nn`` layers (unbatched,
+channels-first inputs; a ``key=`` keyword that is ignored or used for dropout).
+Parameters keep Equinox's layouts and each ``__call__`` runs Equinox's
+equations op for op, so a converted model is its source's program (same
+StableHLO, same bits). They are plain NNX modules: ``nnx.split``, ``nnx.jit``,
+``nnx.grad`` and ``nnx.Optimizer`` apply.
 """
 
 from __future__ import annotations
@@ -27,26 +26,35 @@ from ..module._module import Module
 
 
 class Linear(Module):
-  """``eqx.nn.Linear`` with Equinox's layout: ``y = weight @ x + bias``.
+  """``eqx.nn.Linear`` in Equinox's layout: ``y = weight @ x + bias``.
 
-  ``nnx.from_eqx`` normally gives ``nnx.Linear`` (``kernel = weight.T``); it
-  uses this class when a feature size is ``"scalar"``, inside a user module
-  converted generically (whose code runs on an Equinox view: a transposed
-  kernel would be transposed back on every call), and when the weight is tied
-  (``eqx.nn.Shared``) to an array kept in Equinox's layout, e.g. an embedding.
+  ``nnx.from_eqx`` converts every ``eqx.nn.Linear`` to this class, wherever it
+  sits (at the root, inside ``MLP``/``Sequential``/``MultiheadAttention`` or a
+  module of your own): the weight keeps its ``(out, in)`` orientation and the
+  layer runs Equinox's equations, so the converted model compiles to the same
+  program as the source (an ``nnx.Linear`` holding ``weight.T`` would compute
+  ``x @ kernel``, another ``dot_general`` that rounds differently). It is a
+  plain NNX module: ``nnx.Optimizer``, filters, Variable metadata (sharding),
+  ``nnx.vmap``/``nnx.scan`` over stacked layers and ``nnx.LoRA(base_module=...)``
+  apply. ``nnx.from_eqx(model, native=True)`` gives ``nnx.Linear`` instead.
 
   Attributes:
     weight: ``Param`` of shape ``(out_features, in_features)``.
     bias: ``Param`` of shape ``(out_features,)``, or None.
+    in_features, out_features: ints, or ``"scalar"`` (as Equinox).
+    use_bias: whether there is a bias.
 
   Raises:
     ValueError: ``in_features="scalar"`` and ``x`` is not a scalar.
 
   Example:
     >>> import equinox as eqx, jax, jax.numpy as jnp, nnx_eqx as nnx
-    >>> m = nnx.from_eqx(eqx.nn.Linear("scalar", 2, key=jax.random.key(0)))
-    >>> type(m) is nnx.bridge.Linear, m(jnp.array(1.0)).shape
-    (True, (2,))
+    >>> e = eqx.nn.Linear(3, 2, key=jax.random.key(0))
+    >>> m = nnx.from_eqx(e)
+    >>> type(m) is nnx.bridge.Linear, m.weight.value.shape, m(jnp.ones(3)).shape
+    (True, (2, 3), (2,))
+    >>> bool((m(jnp.ones(3)) == e(jnp.ones(3))).all())
+    True
   """
 
   weight: Param
@@ -392,7 +400,7 @@ class MLP(Module):
   """``eqx.nn.MLP``: Linear layers with ``activation`` between them.
 
   Attributes:
-    layers: a tuple of ``nnx.Linear`` (or :class:`Linear` for ``"scalar"`` sizes).
+    layers: a tuple of :class:`nnx.bridge.Linear` (Equinox's layout).
     activation, final_activation: applied elementwise (``jax.vmap``), as Equinox.
     in_size, out_size, width_size, depth, use_bias, use_final_bias: as Equinox.
 

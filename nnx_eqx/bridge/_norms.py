@@ -78,7 +78,8 @@ class LayerNorm(Module):
       x = x.astype(dtype)
       mean = jnp.mean(x, keepdims=True)
       var = jnp.maximum(0.0, jnp.var(x, keepdims=True))
-      out = (x - mean) * lax.rsqrt(var + self.eps)
+      inv = lax.rsqrt(var + self.eps)  # before ``x - mean``, in Equinox's op order
+      out = (x - mean) * inv
       return _out(_affine(self, out, dtype).astype(orig), state, "LayerNorm")
 
 

@@ -6,8 +6,9 @@ Equinox writes a model's leaves one after another in the order of its pytree
 ``(out, in)``, state in an ``eqx.nn.State``). An NNX module's own pytree view
 has NNX's order and layouts (``kernel`` of shape ``(in, out)``), so a file
 written by an Equinox model cannot be read with the NNX module as ``like``:
-these functions go through the module's Equinox form,
-``nnx.to_eqx_with_state(module)``, which is what the Equinox model of a
+these functions go through the module's Equinox form in Equinox's native
+layers, ``nnx.to_eqx_with_state(module, native=True)`` (an ``nnx.Linear`` is
+written as an ``eqx.nn.Linear``), which is what the Equinox model of a
 converted module serialises as ``(model, state)`` (and, for a stateless model,
 as ``model`` alone: an empty ``eqx.nn.State`` has no leaves).
 """
@@ -19,12 +20,16 @@ import os
 from typing import Any
 
 import equinox as eqx
+import jax.tree_util as jtu
 
 from ..graph._graph import clone, state, update
 from ..training._checkpoint_faults import corrupt_file, innermost
 from ..training.checkpoint import eqx_deserialise_filter_spec, eqx_serialise_filter_spec
-from ._convert import from_eqx, to_eqx_with_state
+from ._context import FromEqxContext
+from ._convert import gc_paused, to_eqx_parts, to_eqx_with_state
 from ._errors import BridgeError
+from ._state import is_index
+from ._to_eqx import ToEqxContext
 
 
 class EqxFileMismatchError(BridgeError, RuntimeError):
@@ -39,7 +44,8 @@ def tree_serialise_leaves(
 ) -> None:
   """Writes ``module`` in Equinox's file format, readable by its Equinox model.
 
-  Writes ``eqx.tree_serialise_leaves(path_or_file, nnx.to_eqx_with_state(module))``:
+  Writes ``eqx.tree_serialise_leaves(path_or_file, nnx.to_eqx_with_state(module,
+  native=True))``:
   the leaves of the Equinox model and then of its ``eqx.nn.State``, in Equinox's
   layouts, so ``eqx.tree_deserialise_leaves(path, (model, state))`` (or
   ``(path, model)`` for a stateless model) loads it into the Equinox model.
@@ -67,7 +73,8 @@ def tree_serialise_leaves(
     >>> bool(eqx.tree_equal(back, (model, state)))
     True
   """
-  eqx.tree_serialise_leaves(path_or_file, to_eqx_with_state(module), filter_spec=filter_spec)
+  pair = to_eqx_with_state(module, native=True)
+  eqx.tree_serialise_leaves(path_or_file, pair, filter_spec=filter_spec)
 
 
 def tree_deserialise_leaves(
@@ -77,7 +84,8 @@ def tree_deserialise_leaves(
 ) -> Any:
   """Reads a file in Equinox's format into a copy of the NNX module ``like``.
 
-  The file is read as Equinox reads it into ``nnx.to_eqx_with_state(like)``, so
+  The file is read as Equinox reads it into ``nnx.to_eqx_with_state(like,
+  native=True)``, so
   a file that an **Equinox** model wrote with ``eqx.tree_serialise_leaves(path,
   (model, state))`` (or ``(path, model)`` when stateless) loads into that
   model's conversion, with Equinox's layouts turned into NNX's (``weight.T`` ->
@@ -122,7 +130,9 @@ def tree_deserialise_leaves(
     >>> bool((module.kernel.value == eqx_model.weight.T).all())
     True
   """
-  model, eqx_state = to_eqx_with_state(like)
+  model, eqx_state, _, ctx = to_eqx_parts(like, native=True)
+  if eqx_state is None:
+    eqx_state = eqx.nn.State(())
   is_path = not hasattr(path_or_file, "read")
   name = repr(os.fspath(path_or_file)) if is_path else _file_name(path_or_file)
   opened: Any = open(path_or_file, "rb") if is_path else contextlib.nullcontext(path_or_file)
@@ -154,12 +164,33 @@ def tree_deserialise_leaves(
     )
     raise EqxFileMismatchError(
       "nnx.tree_deserialise_leaves: the file does not fit the Equinox form of `like`,"
-      f" nnx.to_eqx_with_state(like) (Equinox says: {e}). Paths index the pair"
+      f" nnx.to_eqx_with_state(like, native=True) (Equinox says: {e}). Paths index the pair"
       " (model, state). Fix: pass as `like` a module with the layers, sizes, dtypes and"
       f" state of the model that wrote the file.{cut}"
     ) from e
   out = clone(like)
-  update(out, state(from_eqx(*loaded)))
+  update(out, state(_back(loaded, model, ctx)))
+  return out
+
+
+def _back(loaded: tuple, model: Any, ctx: ToEqxContext) -> Any:
+  """The NNX form of the loaded ``(model, state)``, with each layer converted to
+  the class ``like`` holds there (native where ``to_eqx`` went native)."""
+  back = FromEqxContext(loaded[1])
+  if ctx.native_made:  # their key paths, in the tree before its StateIndexes were filled
+
+    def made(x: Any) -> bool:
+      return id(x) in ctx.native_made or is_index(x)
+
+    def linear(x: Any) -> bool:
+      return type(x) is eqx.nn.Linear or is_index(x)
+
+    paths = {p for p, x in jtu.tree_flatten_with_path(ctx.tree, is_leaf=made)[0] if not is_index(x)}
+    for p, x in jtu.tree_flatten_with_path(loaded[0], is_leaf=linear)[0]:
+      if p in paths:
+        back.native_ids.add(id(x))
+  with gc_paused():
+    out = back.convert(loaded[0], ())
   return out
 
 

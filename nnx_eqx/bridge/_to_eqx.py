@@ -19,15 +19,17 @@ from ._errors import SharedConversionError, UnconvertibleFieldError
 from ._iter import container_items, fold, rebuild_container
 from ._state import fmt_path
 
-_RECURSE = 40
-"""Graph nodes converted by plain recursion, one inside the other; below that
-depth, ``_deep`` converts each remaining subgraph bottom-up with its own stack."""
-
 
 class ToEqxContext:
   """Converts NNX objects to Equinox pytrees (see module doc).
 
+  Args:
+    native: convert to Equinox's native layers where they exist (``nnx.Linear``
+      -> ``eqx.nn.Linear`` with ``weight = kernel.T``) instead of keeping the
+      NNX layout and program (see ``nnx.to_eqx``).
+
   Attributes:
+    native: as given.
     obj: the NNX module being converted by the current converter.
     path: its attribute path from the root.
     links: temporary StateIndex marker -> ``(variables, packed)``.
@@ -37,11 +39,14 @@ class ToEqxContext:
   Example:
     >>> import nnx_eqx as nnx
     >>> ctx = nnx.bridge.ToEqxContext()
-    >>> ctx.convert(nnx.Linear(2, 3, rngs=nnx.Rngs(0)), ()).weight.shape
-    (3, 2)
+    >>> ctx.convert(nnx.Linear(2, 3, rngs=nnx.Rngs(0)), ()).kernel.shape
+    (2, 3)
   """
 
-  def __init__(self):
+  def __init__(self, native: bool = False):
+    self.native = native
+    self.native_made: set[int] = set()  # ids of the native Equinox layers made
+    self.tree: Any = None  # the converted tree, before its StateIndexes are filled
     self.obj: Any = None
     self.path: tuple = ()
     self.links: dict[Any, tuple] = {}
@@ -161,12 +166,10 @@ class ToEqxContext:
     if nid in self._stack:
       raise _deep.cycle_error(path, self._stack[nid])
     out = self._nodes.get(nid)
-    if out is not None:
+    if out is not None:  # converted bottom-up by the walk below an ancestor
       return out
-    if len(self._stack) >= _RECURSE:
-      _deep.convert_below(self, value, path, state_types)
-      return self._nodes[nid]
-    return self.convert_node(value, path, state_types)
+    _deep.convert_below(self, value, path, state_types)
+    return self._nodes[nid]
 
   def convert_node(self, value: Any, path: Any, state_types: tuple | None) -> Any:
     """Converts the graph node ``value`` (not converted yet) at ``path``."""

@@ -29,4 +29,5 @@ from ._eqx import EQX_ARCHITECTURES as EQX_ARCHITECTURES
 from ._eqx import EqxCase as EqxCase
 from ._eqx import eqx_inputs as eqx_inputs
 from ._eqx import eqx_models as eqx_models
+from ._programs import assert_same_program as assert_same_program
 # --- end equinox strategies ---
