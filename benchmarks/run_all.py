@@ -9,7 +9,11 @@ Each script ``benchmarks/<name>.py`` exposes ``main(argv)`` returning rows (see
 ``_common.py`` for the row format); every number in a row was measured side by
 side with the others of its case in this one process, so ratios compare like
 with like. Outputs go to ``benchmarks/results/``: ``RESULTS.md`` (with the
-machine it ran on), ``results.json``, and one ``<script>_<table>.png`` per table.
+machine it ran on, its load and date), ``results.json``, and one
+``<script>_<table>.png`` per table. Each run replaces the whole report: tables of
+scripts not run are dropped, unless ``--keep`` is given, which mixes runs (the
+report lists each kept table with the date it was measured, and the performance
+page refuses to render a mixed report).
 Install the ``bench`` extra (flax, matplotlib) for the flax.nnx columns.
 """
 
@@ -197,12 +201,17 @@ def markdown(report: dict) -> str:
     " Lower is better.",
   ]
   if report.get("kept"):
-    lines += ["", "Carried over from an earlier run of the suite (not re-measured in this one):"]
+    lines += ["", "Carried over from an earlier run (`--keep`; not re-measured in this one):"]
     lines += [f"- `{k}`: measured {v}" for k, v in report["kept"].items()]
   for table, rows in report["tables"].items():
     lines += [
       "",
-      f"## {table}",
+      f"## {table}"
+      + (
+        f" (measured {report['kept'][table]}, an earlier run)"
+        if table in report.get("kept", {})
+        else ""
+      ),
       "",
       "| case | implementation | value | ratio | vs |",
       "|---|---|---:|---:|---|",
@@ -328,6 +337,8 @@ def write(report: dict, out: pathlib.Path) -> None:
   except ImportError:
     print("matplotlib is not installed: no plots (pip install 'nnx_eqx[bench]').")
   else:
+    for stale in set(out.glob("*.png")) - set(paths):  # plots of tables not in this run
+      stale.unlink()
     print(f"plots: {', '.join(p.name for p in paths)}")
   print(f"wrote {out / 'RESULTS.md'}")
 
@@ -339,7 +350,9 @@ def main(argv: list[str] | None = None) -> dict:
   p.add_argument("--out", type=pathlib.Path, default=HERE / "results", help="output folder")
   p.add_argument("--plot-only", action="store_true", help="redraw from <out>/results.json")
   p.add_argument(
-    "--keep", action="store_true", help="with --only: keep the other tables of <out>/results.json"
+    "--keep",
+    action="store_true",
+    help="with --only: keep the other tables of <out>/results.json (mixes runs)",
   )
   args = p.parse_args(argv)
   if args.plot_only:
@@ -347,12 +360,14 @@ def main(argv: list[str] | None = None) -> dict:
     write(report, args.out)
     return report
   names = discover(args.only)
+  started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+  machine = _common.machine()  # before the run: its load average is the other work's
   tables, errors, seconds = run_scripts(names, args.quick)
   kept = _kept_tables(args.out, names) if args.keep and args.only else {}
   report = {
-    "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+    "date": started,
     "quick": args.quick,
-    "machine": _common.machine(),
+    "machine": machine,
     "tables": {**kept.get("tables", {}), **tables},
     "kept": kept.get("from", {}),
     "errors": errors,

@@ -12,7 +12,10 @@
   ``tests/parity/flax_suite_explained.toml`` and ``tests/parity/flax_suite.json``
   (the same sources as ``tests/parity/flax_suite.md``).
 * ``<!-- generated: benchmark-results -->`` becomes ``benchmarks/results/RESULTS.md``,
-  with its PNG plots added to the site.
+  with its PNG plots added to the site, and ``<!-- generated: benchmark-headline -->``
+  the headline table of the same run, rendered from ``benchmarks/results/results.json``
+  by ``benchmarks/_headline.py`` with the run's machine, load and date (a report
+  that mixes runs stops the build).
 * ``<!-- generated: flax-names-missing -->`` becomes the flax.nnx names nnx_eqx
   does not provide, by reason (``nnx_eqx._flax_missing``).
 * ``<!-- generated: supported-versions -->`` becomes the Python and dependency
@@ -167,6 +170,16 @@ def benchmark_results() -> str:
   return re.sub(r"\]\(([\w.-]+\.png)\)", r"](../benchmarks/results/\1)", text)
 
 
+def benchmark_headline() -> str:
+  """The headline table of the last ``benchmarks/run_all.py`` run."""
+  headline = _load("bench_headline", ROOT / "benchmarks" / "_headline.py")
+  report = json.loads((ROOT / "benchmarks" / "results" / "results.json").read_text())
+  try:
+    return headline.render(report)
+  except headline.MixedRunsError as e:
+    raise SystemExit(str(e)) from e
+
+
 def flax_names_missing() -> str:
   """The flax.nnx names not provided, one collapsed list per reason."""
   from nnx_eqx._flax_missing import MISSING
@@ -195,6 +208,7 @@ def supported_versions() -> str:
 _GENERATED = {
   "flax-differences": flax_differences,
   "benchmark-results": benchmark_results,
+  "benchmark-headline": benchmark_headline,
   "flax-names-missing": flax_names_missing,
   "supported-versions": supported_versions,
 }

@@ -1,0 +1,129 @@
+"""The headline table of the performance page, rendered from one ``results.json``.
+
+``docs/_hooks/mkdocs_hooks.py`` replaces ``<!-- generated: benchmark-headline -->``
+in ``docs/guides/performance.md`` with :func:`render` of
+``benchmarks/results/results.json`` (written by ``run_all.py``), so every figure
+on the page comes from one run, printed with its machine, load and date. A
+report that carries tables over from an earlier run (``run_all.py --only ...
+--keep``) mixes runs and is refused.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+from typing import Any
+
+HERE = pathlib.Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+  sys.path.insert(0, str(HERE))
+
+import _common  # noqa: E402
+
+HEADLINE = (
+  ("overhead/train_step", "jit train step, MLP (`overhead.py`)", ""),
+  ("overhead/call_overhead", "blocked call latency (`overhead.py`)", ""),
+  ("overhead/split_merge", "split + merge (`overhead.py`)", ""),
+  ("pytree", "`jax.tree` flatten / unflatten of a Module (`pytree.py`)", "(native)"),
+  ("scan_depth/compile_time", "scan compile time (`scan_depth.py`)", ""),
+  ("scan_depth/remat_memory", "remat in scan, compiled temp memory (`scan_depth.py`)", ""),
+  ("bridge/filter_jit", "`eqx.filter_jit` call (`bridge.py`)", ""),
+  ("bridge/conversion", "Equinox conversion (`bridge.py`)", ""),
+  ("bridge/eqx_training", "Equinox-style train step (`bridge.py`)", "train step"),
+)
+"""``(table of results.json, title, text its cases must contain)`` of each
+headline group, in page order; the full report below the headline has every case."""
+
+COLUMNS = ("nnx_eqx", "equinox", "flax.nnx", "other")
+
+
+class MixedRunsError(ValueError):
+  """The report holds tables measured in more than one run."""
+
+
+def column_of(impl: str) -> str:
+  """The headline column of an implementation's name.
+
+  >>> [column_of(s) for s in ("nnx.scan", "eqx.filter_jit", "flax.nnx.jit", "unrolled loop")]
+  ['nnx_eqx', 'equinox', 'flax.nnx', 'other']
+  """
+  low = impl.lower()
+  if "flax" in low:
+    return "flax.nnx"
+  if low.startswith(("nnx", "from_eqx", "to_eqx")):
+    return "nnx_eqx"
+  if low.startswith(("eqx", "equinox")):
+    return "equinox"
+  return "other"
+
+
+def _value(r: dict) -> str:
+  unit, v = _common.metric_of(r)
+  for small, big in (("us", "ms"), ("ms", "s")):
+    if unit == small and v >= 1000:
+      unit, v = big, v / 1000
+  unit = {"us": "µs"}.get(unit, unit)
+  return f"{v:.3g} {unit}" if v < 1000 else f"{v:,.0f} {unit}"
+
+
+def _cell(rows: list[dict], named: bool) -> str:
+  if not rows:
+    return "–"
+  if len(rows) == 1 and not named:
+    return f"{rows[0]['ratio']:.2f}×"
+  return "<br>".join(f"{r['ratio']:.2f}× {r['impl']}" for r in rows)
+
+
+def machine_line(report: dict) -> str:
+  """One sentence naming the run: mode, date, machine, versions and load."""
+  m = report["machine"]
+  mode = "quick run (`--quick`: fewer repeats, smaller sizes; indicative only)"
+  mode = mode if report["quick"] else "full run"
+  return (
+    f"One {mode} of `python benchmarks/run_all.py` on {report['date']}:"
+    f" {m['cpu']}, {m['cores']} cores, {m['backend']} ({m.get('device', 'n/a')});"
+    f" Python {m['python']}, jax {m['jax']}, equinox {m['equinox']}, flax {m['flax']};"
+    f" load average at start {m.get('load', 'n/a')}."
+  )
+
+
+def render(report: dict[str, Any]) -> str:
+  """The headline table (markdown) of one ``run_all.py`` report.
+
+  Each row is one case of a table: the ratio of every implementation to the
+  case's baseline, by column (several implementations in a column are listed
+  with their names), and the baseline with its measured value.
+
+  Raises:
+    MixedRunsError: the report kept tables from an earlier run.
+  """
+  if report.get("kept"):
+    raise MixedRunsError(
+      "benchmarks/results/results.json mixes runs (tables kept with --keep: "
+      f"{', '.join(report['kept'])}); run `python benchmarks/run_all.py` without --keep"
+    )
+  lines = [
+    machine_line(report),
+    "",
+    "| measurement | case | nnx_eqx | equinox | flax.nnx | other | baseline (1.00×) |",
+    "|---|---|---:|---:|---:|---:|---|",
+  ]
+  absent = []
+  for table, title, only in HEADLINE:
+    if table not in report["tables"]:
+      absent.append(f"`{table}`")
+      continue
+    rows = _common.with_ratios(report["tables"][table])
+    for case in dict.fromkeys(str(r["case"]) for r in rows if only in str(r["case"])):
+      in_case = [r for r in rows if r["case"] == case]
+      base = _common.baseline_of(in_case)
+      others = [r for r in in_case if r is not base]
+      cells = [
+        _cell([r for r in others if column_of(str(r["impl"])) == c], c == "other") for c in COLUMNS
+      ]
+      lines.append(f"| {title} | {case} | {' | '.join(cells)} | {base['impl']} ({_value(base)}) |")
+  if absent:
+    lines += ["", f"Not in this run: {', '.join(absent)}."]
+  if report.get("errors"):
+    lines += ["", f"Scripts that failed in this run: {', '.join(report['errors'])}."]
+  return "\n".join(lines)
