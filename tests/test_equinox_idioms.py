@@ -141,6 +141,9 @@ def test_freeze_recipe_from_the_equinox_faq():
   w = "weight" if hasattr(c.layers[1], "weight") else "kernel"
   gc = frozen_step(c, lambda m: (getattr(m.layers[1], w), m.layers[1].bias))
   assert len(jax.tree.leaves(gc)) == 2
+  if w == "weight":  # the converted layer keeps Equinox's layout: the same program, same bits
+    assert_trees_equal(gc.layers[1].weight[...], ge.layers[1].weight)
+    assert_trees_equal(gc.layers[1].bias[...], ge.layers[1].bias)
 
 
 def test_is_leaf_sees_modules_and_variables_and_swaps_layers():
