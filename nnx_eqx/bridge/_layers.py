@@ -135,14 +135,16 @@ class Conv(Module):
           f"Input to `Conv` needs to have rank {n + 1}, but input has shape {x.shape}."
         )
       x, padding = _conv_padding(self, x)
+      # expand_dims/squeeze as Equinox writes them: older jax lowers x[None]/y[0] otherwise
       y = lax.conv_general_dilated(
-        x[None],
+        jnp.expand_dims(x, axis=0),
         self.weight.value,
         window_strides=self.stride,
         padding=padding,
         rhs_dilation=self.dilation,
         feature_group_count=self.groups,
-      )[0]
+      )
+      y = jnp.squeeze(y, axis=0)
       if self.bias is not None:
         y = y + self.bias.value
       return y
@@ -381,7 +383,7 @@ class Pool(Module):
             "Paddings should be less than the size of the kernel. Padding"
             f" {(lo, hi)} received for kernel size {k}."
           )
-      y = jnp.moveaxis(x, 0, -1)[None]
+      y = jnp.expand_dims(jnp.moveaxis(x, 0, -1), axis=0)
       y = lax.reduce_window(
         y,
         self.init,
@@ -390,7 +392,7 @@ class Pool(Module):
         (1, *self.stride, 1),
         ((0, 0), *padding, (0, 0)),
       )
-      y = jnp.moveaxis(y[0], -1, 0)
+      y = jnp.moveaxis(jnp.squeeze(y, axis=0), -1, 0)
       if self.average:
         y = y / math.prod(self.kernel_size)
       return y
