@@ -313,7 +313,7 @@ def _compute(node: Any) -> NodeDef:
   nd, _ = _Deriver(w).node(w.graphdef.defn)
   d = node.__dict__
   if _PREFIX not in d:
-    d[_RECORD] = (_version._epoch[0], nd)
+    d[_RECORD] = (_EPOCH[0], nd)
   return nd
 
 
@@ -370,7 +370,13 @@ def _view_item(v: Any, s: Any) -> Any:
   return StaticItem(v) if s is _WRAP else _view(v, s)
 
 
+def _take_new(_: Any, new: Any) -> Any:
+  return new
+
+
 def _replace_items(value: Any, entries: dict, fn) -> Any:
+  """A copy of the tuple/list/namedtuple/dict ``value`` with each ``entries`` key's
+  item replaced by ``fn(item, entry)``."""
   t = type(value)
   if t is tuple or t is list:
     items = list(value)
@@ -488,10 +494,9 @@ def unflatten(nd: NodeDef, children: Any) -> Any:
   d: Any
   if nd.module:
     obj = _new(cls)
-    d = nd.statics.copy()
+    d = nd.statics.copy()  # (with ``_nnx_in_graph``, as every Module's NodeDef)
     d["_nnx_trace"] = trace
     d.update(zip(nd.keys, kids))
-    d["_nnx_in_graph"] = True
     _set(obj, "__dict__", d)
   else:
     impl: Any = node_impl(cls)
@@ -583,12 +588,7 @@ def _put(obj: Any, path: tuple, value: Any) -> None:
     if isinstance(parent, (list, dict)):
       parent[k] = value
       return
-    if hasattr(parent, "_fields") and type(k) is str:
-      value = parent._replace(**{k: value})
-    else:
-      items = list(parent)
-      items[k] = value
-      value = type(parent)(items)
+    value = _replace_items(parent, {k: value}, _take_new)  # an immutable container
 
 
 def register_pytree(cls: type) -> None:
