@@ -160,13 +160,18 @@ plt.show()
 
 # %% [markdown]
 # Modules are JAX pytrees too (keeping their sharing), so plain `jax.jit` and
-# Equinox transforms accept them directly:
+# Equinox transforms accept them directly. Inside those the module is a copy:
+# return it to keep what the call changed (here the call counter); an update that
+# would be dropped raises `nnx.LostUpdateError` instead.
 
 # %%
 import equinox as eqx  # noqa: E402
 
-print(eqx.filter_jit(lambda m, x: m(x))(model, xs[:2]))
-print(jax.jit(lambda m, x: m(x))(model, xs[:2]))
+y, counted = eqx.filter_jit(lambda m, x: (m(x), m))(model, xs[:2])
+print(y, "count:", int(model.count.value), "->", int(counted.count.value))
+nnx.update(model, nnx.state(counted))  # keep the new count
+y, counted = jax.jit(lambda m, x: (m(x), m))(model, xs[:2])
+print(y, "count:", int(counted.count.value))
 
 # %% [markdown]
 # ## 4. Checkpoints

@@ -18,15 +18,17 @@ from nnx_eqx.testing import (
 
 
 class MLP(nnx.Module):
-  def __init__(self, rngs):
+  def __init__(self, rngs, counting=True):
     self.l1 = nnx.Linear(3, 4, rngs=rngs)
     self.l2 = nnx.Linear(4, 4, rngs=rngs)
     self.l3 = nnx.Linear(4, 4, rngs=rngs)
     self.l3.kernel = self.l2.kernel  # tied
     self.count = nnx.Variable(jnp.array(0))
+    self.counting = counting
 
   def __call__(self, x):
-    self.count += 1
+    if self.counting:  # a count made inside a gradient or vmap and not returned is
+      self.count += 1  # a dropped update (nnx.LostUpdateError; test_state_under_transforms)
     return self.l3(jax.nn.relu(self.l2(jax.nn.relu(self.l1(x)))))
 
 
@@ -53,7 +55,7 @@ def test_filter_jit_traces_once_and_state_comes_back_via_return():
 
 
 def test_filter_grad_and_value_and_grad_accumulate_tied_gradients():
-  m = MLP(nnx.Rngs(0))
+  m = MLP(nnx.Rngs(0), counting=False)
   g = eqx.filter_grad(loss)(m, X)
   v, g2 = eqx.filter_value_and_grad(loss)(m, X)
   ref_v, ref_g = nnx.value_and_grad(loss)(m, X)
@@ -64,7 +66,7 @@ def test_filter_grad_and_value_and_grad_accumulate_tied_gradients():
 
 
 def test_optax_on_filtered_module():
-  m = MLP(nnx.Rngs(1))
+  m = MLP(nnx.Rngs(1), counting=False)
   opt = optax.sgd(0.1)
   params = eqx.filter(m, eqx.is_inexact_array)
   state = opt.init(params)
@@ -85,7 +87,7 @@ def test_optax_on_filtered_module():
 
 
 def test_filter_vmap_and_checkpoint():
-  m = MLP(nnx.Rngs(0))
+  m = MLP(nnx.Rngs(0), counting=False)
   xs = jnp.stack([X, 2 * X])
   ys = eqx.filter_vmap(lambda m, x: m(x), in_axes=(None, 0))(m, xs)
   assert_trees_close(ys[1], nnx.clone(m)(2 * X))

@@ -308,6 +308,6 @@ def test_dropout_mask_follows_the_input_sharding():
   with jax.set_mesh(_explicit_mesh()):
     x = jax.sharding.reshard(jnp.ones((2, 4)), P("X", None))
     for drop in [nnx.Dropout(0.5, rngs=nnx.Rngs(0)), nnx.Dropout(0.5, broadcast_dims=(1,))]:
-      y = jax.jit(lambda x, rngs, drop=drop: drop(x, rngs=rngs))(x, nnx.Rngs(0))
+      y = jax.jit(lambda x, drop=drop: drop(x, rngs=nnx.Rngs(0)))(x)
       assert y.sharding.spec == P("X", None)
       assert set(np.unique(np.asarray(y)).tolist()) <= {0.0, 2.0}

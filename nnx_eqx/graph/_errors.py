@@ -26,6 +26,21 @@ class TraceContextError(NnxError, RuntimeError):
   """
 
 
+class LostUpdateError(NnxError, RuntimeError):
+  """A state update made inside a JAX transformation was dropped.
+
+  ``jax.jit``, ``jax.grad``, ``jax.vmap``, ``jax.checkpoint`` (and Equinox's
+  ``filter_*`` wrappers) run a Module as a copy rebuilt from its pytree; a layer
+  that updates state (``BatchNorm`` statistics, an RNG stream's count) updates the
+  copy, and the update is lost unless the copy (or its state) is returned. The
+  next graph walk or pytree flatten raises this error, naming each Variable.
+
+  Fix: use ``nnx.jit``/``nnx.value_and_grad``; or return
+  ``nnx.state(model, nnx.Not(nnx.Param))`` and ``nnx.update`` the module with it;
+  or store the state in ``jax.Ref``s with ``nnx.with_vars(model, ref=True, ...)``.
+  """
+
+
 class FilterError(NnxError, ValueError):
   """Filters given to ``split``/``partition`` do not cover every leaf."""
 

@@ -25,6 +25,7 @@ from ._graphdef import ApplyCaller as ApplyCaller
 from ._graphdef import GraphDef as GraphDef
 from ._graphdef import StaticValue as StaticValue
 from ._links import is_path, path_of, sorted_paths
+from ._lost_updates import COPY_MARK, note_write
 from ._node_types import LEAF as _LEAF_TAG
 from ._node_types import MAP as _MAP_TAG
 from ._node_types import NODE as _NODE_TAG
@@ -447,7 +448,10 @@ def update(node: Any, *states: State) -> None:
     if i is not None:
       slot = w.slots[i]
       if isinstance(slot, Variable):
-        slot.__dict__["_value"] = new
+        d = slot.__dict__
+        d["_value"] = new
+        if COPY_MARK in d:  # a copy a JAX transform rebuilt: the update may be dropped
+          note_write(slot)
         if isinstance(leaf, Variable) and leaf._metadata != slot._metadata:
           slot.__dict__["_metadata"] = dict(leaf._metadata)
           added = True

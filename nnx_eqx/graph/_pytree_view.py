@@ -37,7 +37,7 @@ from typing import Any
 import jax
 from jax.tree_util import DictKey, GetAttrKey, SequenceKey
 
-from . import _pytree_flags, _version
+from . import _lost_updates, _pytree_flags, _version
 from ._errors import PytreeDepthError
 from ._graphdef import StaticValue
 from ._links import path_of
@@ -326,6 +326,7 @@ def node_def(node: Any) -> NodeDef:
 
 
 _EPOCH = _version._epoch
+_PENDING = _lost_updates.PENDING
 
 
 # --------------------------------------------------------------------------
@@ -413,6 +414,8 @@ def _children(node: Any, nd: NodeDef) -> list:
 
 def flatten(node: Any) -> tuple[list, NodeDef]:
   """``(children, aux)`` of a graph node (JAX's flatten)."""
+  if _PENDING:  # written copies exist: report those whose trace has ended
+    _lost_updates.check()
   d = node.__dict__
   rec = d.get(_RECORD)
   if rec is not None and rec[0] == _EPOCH[0]:
@@ -423,6 +426,7 @@ def flatten(node: Any) -> tuple[list, NodeDef]:
   pv = d.get(_PREFIX)
   if pv is not None:
     return _prefix_children(node, pv), pv
+  _lost_updates.check()  # (a dropped update bumps the epoch, so it is seen here)
   nd = _compute(node)
   return _children(node, nd), nd
 

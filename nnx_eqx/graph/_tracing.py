@@ -20,6 +20,11 @@ except (ImportError, AttributeError):  # another jax: every call asks jax (teste
 
 _LAST: list = [None, None]  # (weak reference to the last trace seen, its token)
 
+try:
+  from jax._src.core import EvalTrace as _EvalTrace
+except ImportError:  # another jax: compared by token below
+  _EvalTrace = None  # type: ignore[assignment,misc]
+
 
 def current_trace():
   """Returns an opaque token of the current JAX trace, comparable with ``==``.
@@ -35,6 +40,39 @@ def current_trace():
   token = _get_state(convention="flax")
   _LAST[0], _LAST[1] = ref, token
   return token
+
+
+_TOP = _get_state(convention="flax")  # the token of the top level (imports run there)
+
+
+def in_transform() -> bool:
+  """Whether a JAX transformation is tracing (the current trace is not the
+  top-level evaluation): objects made now are copies inside that trace."""
+  if _CTX is not None and _EvalTrace is not None:
+    return type(_CTX.trace) is not _EvalTrace
+  return _get_state(convention="flax") != _TOP
+
+
+def current_trace_object():
+  """The current JAX trace object itself, or None where jax does not expose it."""
+  return None if _CTX is None else _CTX.trace
+
+
+def live_traces() -> set[int] | None:
+  """The ids of the current trace and of the traces it is nested in (every
+  trace that is still being traced), or None where that cannot be told (another
+  jax, or a trace that does not name its parent)."""
+  if _CTX is None or _EvalTrace is None:
+    return None
+  live = set()
+  t = _CTX.trace
+  while not isinstance(t, _EvalTrace):
+    live.add(id(t))
+    t = getattr(t, "parent_trace", None)
+    if t is None:
+      return None
+  live.add(id(t))
+  return live
 
 
 def _reduce_trace(token):

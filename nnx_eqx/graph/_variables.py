@@ -17,7 +17,13 @@ import jax
 import numpy as np
 
 from . import _version
-from ._tracing import check_trace, current_trace
+from ._errors import TraceContextError
+from ._lost_updates import COPY_MARK as _COPY_MARK
+from ._lost_updates import PENDING as _PENDING
+from ._lost_updates import carried as _carried
+from ._lost_updates import note_write as _note_write
+from ._tracing import _CTX, _EvalTrace, check_trace, current_trace
+from ._tracing import in_transform as _in_transform
 from ._var_defaults import _DEFAULTS, _EAGER
 from ._variable_metadata import MetadataMethods
 
@@ -85,6 +91,25 @@ def new_variable(cls: type, value: Any, metadata: dict, trace: Any) -> Variable:
 
 
 _Ref = jax.Ref
+
+
+def _write_ref(var: Variable, ref: Any, new: Any) -> None:
+  """``ref[...] = new``; JAX's refusal (a batched value into a Ref shared by every
+  batch member, a differentiated value into a Ref outside ``jax.grad``) is raised
+  again naming the Variable and the fixes."""
+  try:
+    ref[...] = new
+  except Exception as e:
+    if "array reference" not in str(e):
+      raise
+    raise TraceContextError(
+      f"Cannot write {type(var).__name__} of shape {tuple(ref.shape)} (a jax.Ref-backed"
+      f" Variable) from this transformation: {e} Fix: inside jax.vmap /"
+      " eqx.filter_vmap give the state a batch axis too (vmap the module with in_axes=0,"
+      " or nnx.vmap with nnx.StateAxes), reduce over the batch axis first (BatchNorm's"
+      " axis_name), or run the layer in evaluation mode (model.eval()); inside jax.grad"
+      " write jax.lax.stop_gradient(value)."
+    ) from None
 
 
 def _read(v):
@@ -193,11 +218,14 @@ class Variable(MetadataMethods, Generic[A]):
   def value(self, new: A) -> None:
     check_trace(self._trace, f"{type(self).__name__}")
     new = new._value if isinstance(new, Variable) else new
-    old = self.__dict__["_value"]
+    d = self.__dict__
+    old = d["_value"]
     if isinstance(old, _Ref) and not isinstance(new, _Ref):
-      old[...] = new
+      _write_ref(self, old, new)
     else:
-      self.__dict__["_value"] = new
+      if _COPY_MARK in d:  # a copy a JAX transform rebuilt: the update may be dropped
+        _note_write(self)
+      d["_value"] = new
 
   @property
   def ref(self) -> bool:
@@ -564,10 +592,14 @@ _VALUE_KEY = jax.tree_util.GetAttrKey("value")
 
 
 def _var_flatten_with_keys(v: Variable):
+  if _PENDING:
+    _carried((v,))
   return ((_VALUE_KEY, v.__dict__["_value"]),), _aux(v)
 
 
 def _var_flatten(v: Variable):
+  if _PENDING:
+    _carried((v,))
   return (v.__dict__["_value"],), _aux(v)
 
 
@@ -601,6 +633,7 @@ def _hashable_items(md: dict) -> bool:
 
 
 _new = object.__new__
+_FAST_TRACE = _CTX is not None and _EvalTrace is not None  # (else ask ``in_transform``)
 
 
 def _make_unflatten(cls):
@@ -608,6 +641,8 @@ def _make_unflatten(cls):
     v = _new(cls)
     d = v.__dict__
     d["_value"] = children[0]
+    if type(_CTX.trace) is not _EvalTrace if _FAST_TRACE else _in_transform():
+      d[_COPY_MARK] = True  # rebuilt inside a JAX trace (see ``_lost_updates``)
     if aux:  # else its own empty metadata dict is made on first use (``__getattr__``)
       d["_metadata"] = dict(aux.items) if isinstance(aux, _MetaBox) else dict(aux)
     d["_trace"] = current_trace()

@@ -16,7 +16,7 @@ import gc
 import operator
 from typing import Any
 
-from . import _node_types, _version
+from . import _lost_updates, _node_types, _version
 from ._errors import GraphStructureError
 from ._filters import to_predicate
 from ._graphdef import GraphDef, StaticValue, _metadata_from_def, _var_metadata_def
@@ -626,6 +626,15 @@ def walk(root: Any, leaf_root: bool = False) -> Walk:
   a lifted transform) caches it on its first element, keyed by the identities
   of all elements.
   """
+  if _lost_updates.PENDING or _lost_updates.LOST:
+    _lost_updates.check()
+    w = _walk(root, leaf_root)
+    _lost_updates.carried(w.slots)  # their values are read out: pending writes travel on
+    return w
+  return _walk(root, leaf_root)
+
+
+def _walk(root: Any, leaf_root: bool) -> Walk:
   epoch = _version._epoch[0]
   if type(root) is tuple and root:
     d = getattr(root[0], "__dict__", None)

@@ -164,8 +164,11 @@ class BatchNorm(Module):
         )
         m = self.momentum
         old_mean, old_var = self.mean.value, self.var.value
-        self.mean.value = m * old_mean + (1 - m) * mean.astype(old_mean.dtype)
-        self.var.value = m * old_var + (1 - m) * var.astype(old_var.dtype)
+        # Statistics are state, never differentiated: without the stop, a
+        # ``jax.Ref``-backed statistic written under ``jax.grad`` is refused by JAX.
+        sg = jax.lax.stop_gradient
+        self.mean.value = sg(m * old_mean + (1 - m) * mean.astype(old_mean.dtype))
+        self.var.value = sg(m * old_var + (1 - m) * var.astype(old_var.dtype))
       return _normalize(
         x, mean, var, scale, bias, reduction_axes, feature_axes, self.dtype, self.epsilon
       )

@@ -1,0 +1,268 @@
+"""State updates (BatchNorm statistics, RNG counts) under JAX's and Equinox's
+transformations: kept when carried out, refused (``nnx.LostUpdateError``) when a
+transformation drops them, never silently lost."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optax
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import nnx_eqx as nnx
+from nnx_eqx.graph import _lost_updates
+from nnx_eqx.testing import assert_trees_close, assert_trees_equal
+
+X = jnp.linspace(-1.0, 1.0, 24, dtype=jnp.float32).reshape(8, 3)
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+  _lost_updates.reset()
+  yield
+  _lost_updates.reset()
+
+
+class Net(nnx.Module):
+  def __init__(self, seed: int = 0, momentum: float = 0.9):
+    rngs = nnx.Rngs(seed, dropout=seed + 1)
+    self.l = nnx.Linear(3, 4, rngs=rngs)
+    self.bn = nnx.BatchNorm(4, momentum=momentum, rngs=rngs)
+    self.do = nnx.Dropout(0.5, rngs=rngs)
+
+  def __call__(self, x):
+    return self.do(self.bn(self.l(x)))
+
+
+def _native_bn():
+  return nnx.BatchNorm(3, rngs=nnx.Rngs(0))
+
+
+def _native_dropout():
+  return nnx.Dropout(0.5, rngs=nnx.Rngs(dropout=1))
+
+
+def _converted_bn():
+  bn, state = eqx.nn.make_with_state(eqx.nn.BatchNorm)(3, "batch", mode="batch")
+  return nnx.from_eqx(bn, state)
+
+
+def _call(m, x):
+  if isinstance(m, nnx.bridge.BatchNorm):  # Equinox's layer runs per example, under vmap
+    y, stats = jax.vmap(
+      lambda m, x: (m(x), nnx.state(m, nnx.BatchStat)),
+      in_axes=(None, 0),
+      out_axes=(0, None),
+      axis_name="batch",
+    )(m, x)
+    nnx.update(m, stats)
+    return y
+  return m(x)
+
+
+LAYERS = {
+  "native BatchNorm": (_native_bn, nnx.BatchStat),
+  "native Dropout": (_native_dropout, nnx.RngCount),
+  "converted BatchNorm": (_converted_bn, nnx.BatchStat),
+}
+
+TRANSFORMS = {
+  "jax.jit": lambda f, m: jax.jit(f)(m),
+  "eqx.filter_jit": lambda f, m: eqx.filter_jit(f)(m),
+  "jax.grad": lambda f, m: jax.grad(lambda m: jnp.sum(f(m)), allow_int=True)(m),
+  "eqx.filter_grad": lambda f, m: eqx.filter_grad(lambda m: jnp.sum(f(m)))(m),
+  "eqx.filter_value_and_grad": lambda f, m: eqx.filter_value_and_grad(lambda m: jnp.sum(f(m)))(m),
+  "eqx.filter_vmap": lambda f, m: eqx.filter_vmap(lambda m, k: f(m) * k, in_axes=(None, 0))(
+    m, jnp.ones(2, jnp.float32)
+  ),
+  "eqx.filter_checkpoint": lambda f, m: eqx.filter_checkpoint(f)(m),
+  "jax.checkpoint": lambda f, m: jax.checkpoint(f)(m),
+}
+
+
+def _state(m, kind):
+  """Copies of the values of ``m``'s ``kind`` Variables (read out of Refs too)."""
+  variables = jax.tree.leaves(nnx.state(m, kind), is_leaf=lambda v: isinstance(v, nnx.Variable))
+  return [jnp.array(v.value) for v in variables]
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+@pytest.mark.parametrize("transform", TRANSFORMS)
+def test_a_dropped_update_is_refused_and_names_the_variable(layer, transform):
+  make, kind = LAYERS[layer]
+  m = make()
+  before = _state(m, kind)
+  with pytest.raises(nnx.LostUpdateError, match=kind.__name__) as info:
+    TRANSFORMS[transform](lambda m: _call(m, X), m)
+    jax.tree.leaves(m)  # (the transformation returned: the next flatten reports it)
+  assert "nnx.update" in str(info.value) and "with_vars" in str(info.value)
+  assert_trees_equal(_state(m, kind), before)  # the module is as it was
+  jax.tree.leaves(m)  # reported once: the module is usable again
+
+
+# Refs under vmap are refused (below); plain jax.grad differentiates every leaf, Refs
+# included, which JAX cannot do: eqx.filter_grad differentiates arrays only.
+REF_CASES = [
+  (layer, transform)
+  for layer in LAYERS
+  for transform in TRANSFORMS
+  if transform not in ("eqx.filter_vmap", "jax.grad")
+  and layer != "converted BatchNorm"  # (runs under jax.vmap itself)
+]
+
+
+@pytest.mark.parametrize(("layer", "transform"), REF_CASES)
+def test_ref_backed_state_is_kept_through_every_transform(layer, transform):
+  make, kind = LAYERS[layer]
+  m = make()
+  eager = make()
+  _call(eager, X)
+  r = nnx.with_vars(m, ref=True, only=kind)
+  TRANSFORMS[transform](lambda m: _call(m, X), r)
+  assert_trees_close(_state(r, kind), _state(eager, kind))
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_ref_backed_state_under_vmap_of_unbatched_state_is_refused(layer):
+  make, kind = LAYERS[layer]
+  r = nnx.with_vars(make(), ref=True, only=kind)
+  with pytest.raises(nnx.TraceContextError, match=f"{kind.__name__} of shape.*StateAxes"):
+    TRANSFORMS["eqx.filter_vmap"](lambda m: _call(m, X), r)
+
+
+@pytest.mark.parametrize("returned", ["module", "state"])
+def test_updates_carried_out_of_the_transform_are_kept(returned):
+  m, reference = Net(), Net()
+  nnx.jit(lambda m: m(X))(reference)
+
+  @jax.jit
+  def f(m):
+    y = m(X)
+    return y, (m if returned == "module" else nnx.state(m, nnx.Not(nnx.Param)))
+
+  _, out = f(m)
+  nnx.update(m, nnx.state(out) if returned == "module" else out)
+  jax.tree.leaves(m)  # nothing was dropped
+  assert_trees_close(nnx.state(m), nnx.state(reference))
+
+
+def test_a_module_carried_through_a_scan_keeps_its_updates():
+  m, reference = Net(), Net()
+  for _ in range(3):
+    nnx.jit(lambda m: m(X))(reference)
+
+  def body(m, _):
+    m(X)
+    return m, None
+
+  out, _ = jax.lax.scan(body, m, None, length=3)
+  jax.tree.leaves(out)
+  assert int(out.do.rngs.count.value) == 3
+  assert_trees_close(nnx.state(out, nnx.BatchStat), nnx.state(reference, nnx.BatchStat))
+
+
+def test_shape_evaluation_drops_updates_without_error():
+  m = Net()
+  out = eqx.filter_eval_shape(lambda m: m(X), m)
+  jax.eval_shape(lambda m: m(X), m)
+  jax.tree.leaves(m)
+  assert out.shape == (8, 4)
+  assert int(m.do.rngs.count.value) == 0
+
+
+def test_evaluation_mode_writes_nothing_and_raises_nothing():
+  m = Net()
+  m.eval()
+  eqx.filter_jit(lambda m: m(X))(m)
+  jax.tree.leaves(m)
+
+
+def test_the_error_names_the_path_and_where_it_was_written():
+  m = Net()
+  eqx.filter_jit(lambda m: m(X))(m)
+  with pytest.raises(nnx.LostUpdateError) as info:
+    eqx.filter_jit(lambda m: m(X))(m)
+  text = str(info.value)
+  assert "3 state update(s)" in text
+  assert "`Net.bn.mean`" in text and "`Net.bn.var`" in text and "`Net.do.rngs.count`" in text
+  assert "test_state_under_transforms.py" in text
+
+
+def _equinox_step(opt, on_trace=lambda: None):
+  """The Equinox-style step, carrying the model's state out as Equinox threads
+  ``eqx.nn.State``."""
+
+  @eqx.filter_jit
+  def step(m, opt_state, x):
+    on_trace()
+
+    def loss(m):
+      return jnp.mean(m(x) ** 2), nnx.state(m, nnx.Not(nnx.Param))
+
+    (_, state), grads = eqx.filter_value_and_grad(loss, has_aux=True)(m)
+    updates, opt_state = opt.update(grads, opt_state)
+    m = eqx.apply_updates(m, updates)
+    nnx.update(m, state)
+    return m, opt_state
+
+  return step
+
+
+def _nnx_step(opt):
+  @nnx.jit
+  def step(m, opt_state, x):
+    def loss(m):
+      return jnp.mean(m(x) ** 2)
+
+    grads = nnx.grad(loss)(m)
+    updates, opt_state = opt.update(grads, opt_state)
+    nnx.update(m, optax.apply_updates(nnx.state(m, nnx.Param), updates))
+    return opt_state
+
+  return step
+
+
+def _ref_step(opt):
+  @eqx.filter_jit
+  def step(m, opt_state, x):
+    grads = eqx.filter_grad(lambda m: jnp.mean(m(x) ** 2))(m)
+    updates, opt_state = opt.update(grads, opt_state)
+    return eqx.apply_updates(m, updates), opt_state
+
+  return step
+
+
+@settings(max_examples=8)
+@given(seed=st.integers(0, 2**16), steps=st.integers(1, 3), momentum=st.sampled_from([0.5, 0.9]))
+def test_equinox_style_steps_leave_the_state_of_nnx_jit_steps(seed, steps, momentum):
+  """Law: an Equinox-style training step (state carried out) and the same step
+  under nnx.jit leave the model in the same state: parameters, statistics and
+  RNG counts."""
+  opt = optax.sgd(0.1)
+  a, b = Net(seed, momentum), Net(seed, momentum)
+  c = nnx.with_vars(Net(seed, momentum), ref=True, only=nnx.Not(nnx.Param))
+  sa = sb = sc = opt.init(nnx.state(a, nnx.Param))
+  eqx_step, nnx_step, ref_step = _equinox_step(opt), _nnx_step(opt), _ref_step(opt)
+  for _ in range(steps):
+    a, sa = eqx_step(a, sa, X)
+    sb = nnx_step(b, sb, X)
+    c, sc = ref_step(c, sc, X)
+  jax.tree.leaves(a)  # nothing was dropped
+  assert int(a.do.rngs.count.value) == int(b.do.rngs.count.value) == steps
+  assert int(c.do.rngs.count.value) == steps
+  for kind in (nnx.Param, nnx.BatchStat, nnx.RngState):
+    assert_trees_close(_state(a, kind), _state(b, kind))
+    assert_trees_close(_state(c, kind), _state(b, kind))
+
+
+def test_equinox_style_step_traces_once():
+  opt = optax.sgd(0.1)
+  traces = []
+  step = _equinox_step(opt, on_trace=lambda: traces.append(1))
+  m = Net()
+  s = opt.init(eqx.filter(m, eqx.is_inexact_array))
+  for _ in range(4):
+    m, s = step(m, s, X)
+  assert len(traces) == 1
+  assert int(m.do.rngs.count.value) == 4
