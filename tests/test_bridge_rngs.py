@@ -83,6 +83,13 @@ def counts(m):
   return [int(c) for c in jax.tree.leaves(nnx.state(m, nnx.RngCount))]
 
 
+def converted(name, with_streams):
+  """``(Equinox model, call, its conversion, the conversion's stream counts)``."""
+  e, call, _ = MODELS[name]
+  m = nnx.from_eqx(e, rngs=nnx.Rngs(dropout=1) if with_streams else None)
+  return e, call, m, counts(m)
+
+
 def fresh_stream(seed):
   """The stream ``from_eqx(..., rngs=nnx.Rngs(dropout=seed))`` gives a lone Dropout."""
   return nnx.Rngs(dropout=seed).dropout.fork()
@@ -91,9 +98,7 @@ def fresh_stream(seed):
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("with_streams", [False, True])
 def test_explicit_key_is_the_source_bit_for_bit_and_wins(name, with_streams):
-  e, call, _ = MODELS[name]
-  m = nnx.from_eqx(e, rngs=nnx.Rngs(dropout=1) if with_streams else None)
-  before = counts(m)
+  e, call, m, before = converted(name, with_streams)
   assert bool(before) == with_streams
   f_m, f_e = jax.jit(lambda k: call(m, key=k)), jax.jit(lambda k: call(e, key=k))
   assert hlo_equal(f_m.lower(KEY), f_e.lower(KEY))  # the same program ...
@@ -107,9 +112,7 @@ def test_explicit_key_is_the_source_bit_for_bit_and_wins(name, with_streams):
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("with_streams", [False, True])
 def test_call_rngs_are_the_source_with_one_drawn_key(name, with_streams):
-  e, call, _ = MODELS[name]
-  m = nnx.from_eqx(e, rngs=nnx.Rngs(dropout=1) if with_streams else None)
-  before = counts(m)
+  e, call, m, before = converted(name, with_streams)
   r, ref = nnx.Rngs(dropout=5), nnx.Rngs(dropout=5)
   y1, y2 = call(m, rngs=r), call(m, rngs=r)
   # Eager calls run the same operations on the same keys: the same bits.

@@ -25,7 +25,7 @@ from ..graph._variables import Param
 from ..module._module import Module
 from ..module._rngs import Rngs, RngStream
 from ._errors import MissingKeyError
-from ._random import draw_key, dropout_active
+from ._random import draw_key, dropout_active, resolve_inference
 
 
 class Linear(Module):
@@ -234,10 +234,7 @@ class Dropout(Module):
     rngs: Rngs | RngStream | jax.Array | None = None,
   ) -> jax.Array:
     with jax.named_scope("bridge.Dropout"):
-      if deterministic is not None:
-        inference = deterministic
-      if inference is None:
-        inference = self.deterministic
+      inference = resolve_inference(inference, deterministic, self.deterministic)
       if not dropout_active(self.rate, inference):
         return x
       if key is None:

@@ -55,6 +55,14 @@ def draw_key(rngs: Any, own: RngStream | None, layer: str, path: tuple = ()) -> 
   return next_key(rngs, own, COLLECTION, layer)
 
 
+def resolve_inference(inference: bool | None, deterministic: bool | None, default: bool) -> bool:
+  """Equinox's Dropout mode: ``deterministic`` (its old name), else ``inference``,
+  else the layer's own flag."""
+  if deterministic is not None:
+    return deterministic
+  return default if inference is None else inference
+
+
 def dropout_active(p: Any, inference: bool) -> bool:
   """Whether Equinox's Dropout with rate ``p`` draws a mask (a rate of 0 never does)."""
   return not (inference or (isinstance(p, (int, float)) and p == 0))
@@ -104,10 +112,7 @@ class StreamDropout(eqx.nn.Dropout):
     inference: bool | None = None,
     deterministic: bool | None = None,
   ) -> jax.Array:
-    if deterministic is not None:
-      inference = deterministic
-    if inference is None:
-      inference = self.inference
+    inference = resolve_inference(inference, deterministic, self.inference)
     if key is None and dropout_active(self.p, inference):
       key = draw_key(None, self.ref and self.ref.stream, "Dropout", self.path)
     return super().__call__(x, key=key, inference=inference)
@@ -136,7 +141,7 @@ class StreamAttention(eqx.nn.MultiheadAttention):
   def __call__(self, query, key_, value, mask=None, *, key=None, inference=None, **kwargs):
     drop = self.dropout
     if key is None and isinstance(drop, StreamDropout):
-      mode = inference if inference is not None else kwargs.get("deterministic")
-      if dropout_active(drop.p, drop.inference if mode is None else mode):
+      mode = resolve_inference(inference, kwargs.get("deterministic"), drop.inference)
+      if dropout_active(drop.p, mode):
         key = draw_key(None, drop.ref and drop.ref.stream, "Dropout", drop.path)
     return super().__call__(query, key_, value, mask, key=key, inference=inference, **kwargs)
