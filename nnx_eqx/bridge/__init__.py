@@ -21,7 +21,8 @@
 
 Imports go one way: ``_errors``, ``_registry``, ``_state`` -> the contexts
 (``_context``, ``_to_eqx``) -> ``_bridged`` -> ``_shared`` -> ``_convert`` ->
-``_generic`` -> the layers and ``_converters``. The contexts reach the generic
+``_generic`` -> the layers and ``_converters`` (``_random``, used by
+``_generic`` and the layers, rests on ``_errors`` alone). The contexts reach the generic
 conversions through ``_registry.GENERIC``, which ``_generic`` fills.
 """
 

@@ -13,7 +13,7 @@ import jax.random as jr
 from ..module._module import Module
 from ..module._rngs import Rngs, RngStream
 from ._layers import Dropout
-from ._random import draw_key
+from ._random import draw_key, dropout_active, resolve_inference
 
 
 def _weights(query: jax.Array, key_: jax.Array, mask: Any) -> jax.Array:
@@ -136,7 +136,9 @@ class MultiheadAttention(Module):
     """The key Equinox would need (then split per head) when none is given: drawn
     from the call's ``rngs`` or the dropout's stream; None if dropout is off."""
     drop = self.dropout
-    if not isinstance(drop, Dropout) or not drop.active(inference):
+    if not isinstance(drop, Dropout):
+      return None
+    if not dropout_active(drop.rate, resolve_inference(inference, None, drop.deterministic)):
       return None
     return draw_key(rngs, drop.rngs, "Dropout", ("dropout",))
 

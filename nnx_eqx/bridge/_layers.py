@@ -243,10 +243,6 @@ class Dropout(Module):
       mask = jr.bernoulli(key, q, x.shape)
       return jnp.where(mask, x / q, 0)
 
-  def active(self, inference: bool | None = None) -> bool:
-    """Whether a call with this ``inference`` argument draws a mask (needs a key)."""
-    return dropout_active(self.rate, self.deterministic if inference is None else inference)
-
 
 register_flag(Dropout, "deterministic")  # eqx.nn.inference_mode sets it
 
