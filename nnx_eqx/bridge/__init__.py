@@ -7,6 +7,8 @@
   ``_eqx_layers``: Equinox layers keeping an NNX layer's layout and program.
 * ``_generic`` (any ``eqx.Module`` -> NNX) and ``_bridged`` (any NNX module ->
   ``eqx.Module``): conversions for unregistered types.
+* ``_random``: where converted Dropouts get keys (``key=``, call-time
+  ``rngs=``, or a stream kept from ``nnx.from_eqx(..., rngs=...)``).
 * ``_shared``: ``eqx.nn.Shared`` <-> shared Variables; ``_state``:
   ``eqx.nn.State`` <-> non-Param Variables.
 * ``_stack``: the stack axes of layers built with ``eqx.filter_vmap``, which
@@ -19,7 +21,8 @@
 
 Imports go one way: ``_errors``, ``_registry``, ``_state`` -> the contexts
 (``_context``, ``_to_eqx``) -> ``_bridged`` -> ``_shared`` -> ``_convert`` ->
-``_generic`` -> the layers and ``_converters``. The contexts reach the generic
+``_generic`` -> the layers and ``_converters`` (``_random``, used by
+``_generic`` and the layers, rests on ``_errors`` alone). The contexts reach the generic
 conversions through ``_registry.GENERIC``, which ``_generic`` fills.
 """
 
@@ -35,6 +38,7 @@ from ._converters import Layout as Layout
 from ._errors import BridgeError as BridgeError
 from ._errors import ConverterClashError as ConverterClashError
 from ._errors import CycleError as CycleError
+from ._errors import MissingKeyError as MissingKeyError
 from ._errors import MissingStateError as MissingStateError
 from ._errors import SharedConversionError as SharedConversionError
 from ._errors import StatefulModuleError as StatefulModuleError

@@ -11,6 +11,9 @@ import jax.numpy as jnp
 import jax.random as jr
 
 from ..module._module import Module
+from ..module._rngs import Rngs, RngStream
+from ._layers import Dropout
+from ._random import draw_key, dropout_active, resolve_inference
 
 
 def _weights(query: jax.Array, key_: jax.Array, mask: Any) -> jax.Array:
@@ -44,7 +47,10 @@ class MultiheadAttention(Module):
   :class:`nnx.bridge.Linear` with its ``weight (out, in)``, applied per position
   with ``jax.vmap``), heads split by reshaping, and attention weights through
   the ``dropout`` submodule with one key per head. The converted model is the
-  source's program, bit for bit.
+  source's program, bit for bit. Without ``key=``, an active dropout draws one
+  key from the call's ``rngs`` (its ``"dropout"`` stream) or from the
+  dropout's own stream (``nnx.from_eqx(model, rngs=...)``) and splits it per
+  head, so the result is the source's with that key.
 
   Attributes:
     query_proj, key_proj, value_proj: projections to ``num_heads * qk_size``
@@ -57,6 +63,7 @@ class MultiheadAttention(Module):
   Raises:
     ValueError: for key/value sequences of different lengths, a mask of the
       wrong shape, or ``process_heads`` that changes shapes.
+    MissingKeyError: the dropout is active and there is no key, ``rngs`` or stream.
 
   Example:
     >>> import equinox as eqx, jax, jax.numpy as jnp, nnx_eqx as nnx
@@ -95,6 +102,7 @@ class MultiheadAttention(Module):
     inference: bool | None = None,
     deterministic: bool | None = None,
     process_heads: Any = None,
+    rngs: Rngs | RngStream | jax.Array | None = None,
   ) -> jax.Array:
     with jax.named_scope("bridge.MultiheadAttention"):
       if deterministic is not None:
@@ -111,6 +119,8 @@ class MultiheadAttention(Module):
         q, k, v = process_heads(q, k, v)
         if (q.shape, k.shape, v.shape) != shapes:
           raise ValueError("process_heads must not change the shape of the heads.")
+      if key is None:
+        key = self._dropout_key(inference, rngs)
       attn_fn = functools.partial(_attend, dropout=self.dropout, inference=inference)
       keys = None if key is None else jr.split(key, q.shape[1])
       if mask is not None and mask.ndim == 3:
@@ -121,6 +131,16 @@ class MultiheadAttention(Module):
         )
       attn = attn.reshape(q_len, -1)
       return jax.vmap(self.output_proj)(attn)
+
+  def _dropout_key(self, inference: bool | None, rngs: Any) -> jax.Array | None:
+    """The key Equinox would need (then split per head) when none is given: drawn
+    from the call's ``rngs`` or the dropout's stream; None if dropout is off."""
+    drop = self.dropout
+    if not isinstance(drop, Dropout):
+      return None
+    if not dropout_active(drop.rate, resolve_inference(inference, None, drop.deterministic)):
+      return None
+    return draw_key(rngs, drop.rngs, "Dropout", ("dropout",))
 
   def _project(self, proj: Any, x: jax.Array) -> jax.Array:
     seq_length, _ = x.shape

@@ -96,6 +96,9 @@ class FromEqxContext:
     native: convert to NNX's native layers where they exist (``eqx.nn.Linear`` ->
       ``nnx.Linear`` with ``kernel = weight.T``) instead of keeping Equinox's
       layout and program (see ``nnx.from_eqx``).
+    rngs: the ``nnx.Rngs`` (or ``nnx.RngStream``) given to ``nnx.from_eqx``, or
+      None: a converter of a layer that takes keys at call time forks its stream
+      from it (``rngs["dropout"].fork()``), as ``nnx.Dropout`` does.
 
   Attributes:
     obj: the Equinox module being converted by the current converter.
@@ -109,9 +112,10 @@ class FromEqxContext:
     'Linear'
   """
 
-  def __init__(self, state: Any = None, native: bool = False):
+  def __init__(self, state: Any = None, native: bool = False, rngs: Any = None):
     self.state = state
     self.native = native
+    self.rngs = rngs
     self.native_ids: set[int] = set()  # Equinox modules to convert natively anyway
     self.obj: Any = None
     self.path: tuple = ()

@@ -11,6 +11,8 @@ import equinox as eqx
 
 from ..graph._graph import is_graph_node
 from ..module._containers import Dict, List
+from ..module._rngs import Rngs, RngStream
+from ..nn._common import RngsTypeError
 from ._context import FromEqxContext
 from ._errors import StatefulModuleError, UnconvertibleFieldError
 from ._shared import tie_root
@@ -31,7 +33,13 @@ def gc_paused() -> Iterator[None]:
       gc.enable()
 
 
-def from_eqx(eqx_module: Any, state: Any = None, *, native: bool = False) -> Any:
+def from_eqx(
+  eqx_module: Any,
+  state: Any = None,
+  *,
+  native: bool = False,
+  rngs: Rngs | RngStream | None = None,
+) -> Any:
   """Converts an Equinox module into an NNX module running the same program.
 
   Registered layers (``eqx.nn.Linear``, ``Conv1d/2d/3d``, ``Embedding``,
@@ -63,6 +71,14 @@ def from_eqx(eqx_module: Any, state: Any = None, *, native: bool = False) -> Any
       ``nnx.Linear`` with ``kernel = weight.T`` (of shape ``(in, out)``), which
       computes ``x @ kernel``: equal values, but another program (results may
       differ in the last bit). ``nnx.to_eqx(..., native=True)`` inverts it.
+    rngs: an ``nnx.Rngs`` (or ``nnx.RngStream``): every converted
+      ``eqx.nn.Dropout`` (``MultiheadAttention``'s included) keeps a stream
+      forked from its ``"dropout"`` stream (``default`` if there is none), as
+      ``nnx.Dropout(rate, rngs=rngs)`` does, and draws its key from it when
+      called without ``key=``. An explicit ``key=`` still wins and gives
+      Equinox's result bit for bit. ``nnx.to_eqx`` drops the streams (an
+      Equinox model takes keys per call), so ``to_eqx(from_eqx(m, rngs=...))``
+      is still ``m``.
 
   Returns:
     The NNX module (new objects; the Equinox module is untouched).
@@ -74,6 +90,7 @@ def from_eqx(eqx_module: Any, state: Any = None, *, native: bool = False) -> Any
       was given and its initial value was deleted).
     SharedConversionError: an ``eqx.nn.Shared`` whose ``get``/``where`` compute
       new arrays instead of selecting nodes.
+    RngsTypeError: ``rngs`` is not an ``nnx.Rngs``, an ``nnx.RngStream`` or None.
 
   Example:
     >>> import equinox as eqx, jax, jax.numpy as jnp, nnx_eqx as nnx
@@ -85,14 +102,22 @@ def from_eqx(eqx_module: Any, state: Any = None, *, native: bool = False) -> Any
     True
     >>> type(nnx.from_eqx(e, native=True)) is nnx.Linear
     True
+    >>> d = nnx.from_eqx(eqx.nn.Dropout(0.5), rngs=nnx.Rngs(dropout=0))
+    >>> type(d.rngs).__name__, bool((d(jnp.ones(8)) != d(jnp.ones(8))).any())
+    ('RngStream', True)
   """
   if not isinstance(eqx_module, (eqx.Module, list, tuple, dict)):
     raise UnconvertibleFieldError(
       f"nnx.from_eqx expects an eqx.Module, got {type(eqx_module).__name__}. Fix: pass"
       " the Equinox model (and its eqx.nn.State as `state=`)."
     )
+  if rngs is not None and not isinstance(rngs, (Rngs, RngStream)):
+    raise RngsTypeError(
+      f"nnx.from_eqx: `rngs` must be an nnx.Rngs, an nnx.RngStream or None, got"
+      f" {type(rngs).__name__}. Fix: pass e.g. rngs=nnx.Rngs(dropout=0)."
+    )
   with gc_paused():
-    out = FromEqxContext(state, native).convert(eqx_module, ())
+    out = FromEqxContext(state, native, rngs).convert(eqx_module, ())
   if type(out) is list:  # a root list/dict of modules: the NNX containers
     return List(out)
   if type(out) is dict:
@@ -100,14 +125,17 @@ def from_eqx(eqx_module: Any, state: Any = None, *, native: bool = False) -> Any
   return out
 
 
-def to_eqx_parts(module: Any, native: bool = False) -> tuple[Any, Any, list, ToEqxContext]:
-  """``(eqx_model, state or None, links, ctx)`` for an NNX module (see to_eqx)."""
+def to_eqx_parts(
+  module: Any, native: bool = False, view: bool = False
+) -> tuple[Any, Any, list, ToEqxContext]:
+  """``(eqx_model, state or None, links, ctx)`` for an NNX module (see to_eqx);
+  ``view``: the Equinox view a generic module's methods run on (see ToEqxContext)."""
   if not is_graph_node(module):
     raise UnconvertibleFieldError(
       f"nnx.to_eqx expects an nnx.Module, got {type(module).__name__}. Fix: pass the"
       " NNX model (a Module, or an nnx.List/nnx.Dict of them)."
     )
-  ctx = ToEqxContext(native)
+  ctx = ToEqxContext(native, view)
   with gc_paused():
     tree = ctx.convert(module, ())
     ctx.check_layouts()

@@ -22,6 +22,7 @@ from ..nn import Linear as NnxLinear
 from . import _attention, _layers, _norms, _recurrent
 from ._context import FromEqxContext, build_eqx, impl_of, is_array
 from ._eqx_layers import KernelLinear, build_nnx_linear, nnx_linear_defaults, param_dtype
+from ._random import StreamAttention, StreamDropout, StreamRef, fork_stream
 from ._registry import register
 from ._stack import stack_shape
 from ._state import state_value
@@ -279,10 +280,18 @@ def batchnorm_to_eqx(m: _norms.BatchNorm, ctx: ToEqxContext) -> Any:
 def dropout_to_nnx(e: enn.Dropout, ctx: FromEqxContext) -> Any:
   if is_array(e.p) or not isinstance(e.inference, bool):
     return NotImplemented
-  return _new(_layers.Dropout, rate=e.p, deterministic=e.inference)
+  m = _new(_layers.Dropout, rate=e.p, deterministic=e.inference)
+  if ctx.rngs is not None:  # nnx.from_eqx(..., rngs=...): the layer keeps a stream
+    m.rngs = fork_stream(ctx.rngs, "nnx.from_eqx")
+  return m
 
 
 def dropout_to_eqx(m: _layers.Dropout, ctx: ToEqxContext) -> Any:
+  """``eqx.nn.Dropout``: its stream is not carried (Equinox takes keys per call),
+  except in the Equinox view a generic module's methods run on."""
+  if ctx.view:
+    ref = None if m.rngs is None else StreamRef(m.rngs)
+    return build_eqx(StreamDropout, p=m.rate, inference=m.deterministic, ref=ref, path=ctx.path)
   return build_eqx(enn.Dropout, p=m.rate, inference=m.deterministic)
 
 
@@ -381,7 +390,9 @@ def mha_to_nnx(e: enn.MultiheadAttention, ctx: FromEqxContext) -> Any:
 
 def mha_to_eqx(m: _attention.MultiheadAttention, ctx: ToEqxContext) -> Any:
   children = {k: ctx.child(k) for k in _MHA_CHILDREN}
-  return build_eqx(enn.MultiheadAttention, **children, **_statics(m, _MHA_STATICS))
+  view = isinstance(children["dropout"], StreamDropout)
+  cls = StreamAttention if view else enn.MultiheadAttention
+  return build_eqx(cls, **children, **_statics(m, _MHA_STATICS))
 
 
 _CELL_STATICS = ("input_size", "hidden_size", "use_bias")

@@ -7,7 +7,25 @@ offending path, what was expected and found, and the fix.
 
 from __future__ import annotations
 
+from typing import Any
+
+import jax.tree_util as jtu
+
 from ..graph._errors import NnxError
+from ..nn._common import MissingRngsError
+
+
+def fmt_path(path: tuple) -> str:
+  """A path of attribute names, indices or ``jax.tree_util`` keys as ``root.a[0]``."""
+  parts = []
+  for k in path:
+    if isinstance(k, str):
+      parts.append("." + k)
+    elif isinstance(k, int):
+      parts.append(f"[{k}]")
+    else:
+      parts.append(jtu.keystr((k,)))
+  return "root" + "".join(parts)
 
 
 class BridgeError(NnxError):
@@ -44,3 +62,44 @@ class SharedConversionError(BridgeError, ValueError):
 
 class CycleError(BridgeError, ValueError):
   """The NNX graph has a reference cycle, which no Equinox pytree can hold."""
+
+
+class MissingKeyError(BridgeError, MissingRngsError, RuntimeError):
+  """A converted random layer (``eqx.nn.Dropout``, or the dropout of an
+  ``eqx.nn.MultiheadAttention``) runs in training mode without a key: the call
+  got no ``key=``/``rngs=`` and the layer holds no stream. A ``RuntimeError`` as
+  Equinox's own error is, and an ``nnx.MissingRngsError`` as native layers'.
+
+  ``path`` holds the layer's position below the converted module that was
+  called (bridge containers add their part as the error passes through them).
+
+  Example:
+    >>> import equinox as eqx, jax.numpy as jnp, nnx_eqx as nnx
+    >>> m = nnx.from_eqx(eqx.nn.Sequential([eqx.nn.Dropout(0.5)]))
+    >>> try:
+    ...   m(jnp.ones(3))
+    ... except nnx.bridge.MissingKeyError as e:
+    ...   print(e)
+    Dropout at root.layers[0] requires a key when running in non-deterministic ...
+  """
+
+  def __init__(self, layer: str, path: tuple = ()):
+    self.layer, self.path = layer, tuple(path)
+    super().__init__(self._message())
+
+  def add_parent(self, *keys: Any) -> None:
+    """Prefixes ``path`` with the keys of the container the error passed through."""
+    self.path = (*keys, *self.path)
+    self.args = (self._message(),)
+
+  def _message(self) -> str:
+    where = fmt_path(self.path)
+    return (
+      f"{self.layer} at {where} requires a key when running in non-deterministic"
+      " (training) mode, and has none: the call passed no `key=` or `rngs=` and the"
+      " layer holds no RNG stream. Fix: pass a key as in"
+      " Equinox (`model(x, key=jax.random.key(0))`), or draw keys from nnx.Rngs:"
+      " convert with `nnx.from_eqx(eqx_model, rngs=nnx.Rngs(dropout=0))` (each"
+      " Dropout keeps a stream) or call `model(x, rngs=nnx.Rngs(dropout=0))`. For"
+      " inference, use `model.eval()` or `eqx.nn.inference_mode(model)`."
+    )

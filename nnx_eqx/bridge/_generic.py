@@ -10,6 +10,12 @@ Equinox view of the module's current values, so it computes exactly what the
 original computes; under ``nnx.jit``/``nnx.grad`` the view is built from the
 traced values, so gradients reach the Variables.
 
+Methods that take a ``key`` also accept ``rngs=`` (an ``nnx.Rngs``, whose
+``"dropout"`` stream gives the key, an ``nnx.RngStream`` or a key) when their
+own signature has no ``rngs``; an explicit ``key`` wins. Called with no key,
+converted Dropouts in the view draw from their streams (``nnx.from_eqx(model,
+rngs=...)``).
+
 Methods that take an ``eqx.nn.State`` (parameter ``state``) keep working: the
 state lives in the module's Variables, the view gets a fresh ``State`` built from
 them, and the updated values are written back. Pass any placeholder (e.g.
@@ -35,6 +41,7 @@ from ._context import FromEqxContext, build_eqx, impl_of, is_array
 from ._convert import to_eqx_parts
 from ._errors import BridgeError, UnconvertibleFieldError
 from ._pickling import made_class
+from ._random import draw_key
 from ._state import EqxState, fmt_path, write_back
 from ._to_eqx import ToEqxContext
 
@@ -116,7 +123,7 @@ def nnx_class(eqx_type: type) -> type:
 
 
 def _view(module: EqxModule):
-  model, state, links, _ = to_eqx_parts(module)
+  model, state, links, _ = to_eqx_parts(module, view=True)
   return model, state, links
 
 
@@ -130,6 +137,8 @@ def _wrap_property(name: str, prop: property) -> property:
 def _wrap_method(name: str, fn: Any):
   @functools.wraps(fn)
   def method(self, *args, **kwargs):
+    if "rngs" in kwargs:
+      args, kwargs = _rngs_to_key(type(self).eqx_type, name, args, kwargs)
     view, state, links = _view(self)
     bound = getattr(view, name)
     if state is None:
@@ -145,6 +154,20 @@ def _signature(eqx_type: type, name: str) -> inspect.Signature | None:
     return inspect.signature(getattr(eqx_type, name))
   except (TypeError, ValueError):
     return None
+
+
+def _rngs_to_key(eqx_type: type, name: str, args: tuple, kwargs: dict) -> tuple:
+  """``rngs=`` for a method that takes ``key`` but no ``rngs``: one key drawn
+  from it (its ``"dropout"`` stream) is passed as ``key``, unless a key is given."""
+  sig = _signature(eqx_type, name)
+  if sig is None or "rngs" in sig.parameters or "key" not in sig.parameters:
+    return args, kwargs
+  kwargs = dict(kwargs)
+  rngs = kwargs.pop("rngs")
+  ba = sig.bind_partial(None, *args, **kwargs)
+  if ba.arguments.get("key") is None and rngs is not None:
+    ba.arguments["key"] = draw_key(rngs, None, f"{eqx_type.__name__}.{name}")
+  return ba.args[1:], ba.kwargs
 
 
 def check_placeholder(state: Any, where: str) -> None:

@@ -23,6 +23,9 @@ from jax import lax
 from ..graph._pytree_flags import register_flag
 from ..graph._variables import Param
 from ..module._module import Module
+from ..module._rngs import Rngs, RngStream
+from ._errors import MissingKeyError
+from ._random import draw_key, dropout_active, resolve_inference
 
 
 class Linear(Module):
@@ -182,25 +185,44 @@ class Embedding(Module):
 
 
 class Dropout(Module):
-  """``eqx.nn.Dropout``: zeroes entries with probability ``rate`` given a ``key``.
+  """``eqx.nn.Dropout``: zeroes entries with probability ``rate``, scaling the rest.
+
+  The key comes, in this order, from ``key=`` (Equinox's convention: the mask
+  is Equinox's for that key, bit for bit), from ``rngs=`` given to the call
+  (an ``nnx.Rngs``, whose ``"dropout"`` stream is used, an ``nnx.RngStream`` or
+  a key: one key is drawn and used as ``key=``), or from the layer's own stream
+  ``rngs``, which ``nnx.from_eqx(model, rngs=nnx.Rngs(dropout=0))`` forks for
+  every converted Dropout and whose count advances on every call (so masks
+  differ between calls, and ``nnx.jit`` writes the count back).
+
+  Input ``x`` of any shape and float dtype; the output has the same shape and dtype.
 
   Attributes:
     rate: Equinox's ``p``.
     deterministic: Equinox's ``inference`` (``model.eval()`` sets it); read it as
       ``inference`` too, a leaf of the pytree view that ``eqx.nn.inference_mode`` sets.
+    rngs: the layer's ``nnx.RngStream``, or None (then keys come with the call).
 
   Raises:
-    RuntimeError: when active and called without ``key`` (as Equinox).
+    MissingKeyError: active and no key from any of the three (a
+      ``RuntimeError``, as Equinox's).
+    RngsTypeError: ``rngs`` of an unsupported type.
 
   Example:
     >>> import equinox as eqx, jax, jax.numpy as jnp, nnx_eqx as nnx
-    >>> m = nnx.from_eqx(eqx.nn.Dropout(0.5))
-    >>> m(jnp.ones(4), key=jax.random.key(0)).shape
-    (4,)
+    >>> e = eqx.nn.Dropout(0.5)
+    >>> m = nnx.from_eqx(e, rngs=nnx.Rngs(dropout=0))
+    >>> k = jax.random.key(1)
+    >>> bool((m(jnp.ones(4), key=k) == e(jnp.ones(4), key=k)).all())   # key= wins
+    True
+    >>> a, b = m(jnp.ones(4)), m(jnp.ones(4))                      # from the stream
+    >>> int(m.rngs.count[...])
+    2
   """
 
   rate: float
   deterministic: bool
+  rngs: RngStream | None = None  # a stream is set by from_eqx(..., rngs=...)
 
   def __call__(
     self,
@@ -209,18 +231,14 @@ class Dropout(Module):
     key: Any = None,
     inference: bool | None = None,
     deterministic: bool | None = None,
+    rngs: Rngs | RngStream | jax.Array | None = None,
   ) -> jax.Array:
     with jax.named_scope("bridge.Dropout"):
-      if deterministic is not None:
-        inference = deterministic
-      if inference is None:
-        inference = self.deterministic
-      if isinstance(self.rate, (int, float)) and self.rate == 0:
-        inference = True
-      if inference:
+      inference = resolve_inference(inference, deterministic, self.deterministic)
+      if not dropout_active(self.rate, inference):
         return x
       if key is None:
-        raise RuntimeError("Dropout requires a key when running in non-deterministic mode.")
+        key = draw_key(rngs, self.rngs, "Dropout")
       q = 1 - lax.stop_gradient(self.rate)
       mask = jr.bernoulli(key, q, x.shape)
       return jnp.where(mask, x / q, 0)
@@ -285,7 +303,9 @@ NO_STATE: Any = type("NoState", (), {"__repr__": lambda self: "NO_STATE"})()
 class Sequential(Module):
   """``eqx.nn.Sequential``: applies ``layers`` in order.
 
-  As in Equinox, a ``key`` is split across the layers that take one, and a
+  As in Equinox, a ``key`` is split across the layers that take one (``rngs=``
+  given to the call draws that key from its ``"dropout"`` stream; without
+  either, converted Dropouts use their own streams), and a
   ``state`` argument is threaded through stateful layers (``BatchNorm``); here
   the state lives in the layers' Variables, so any placeholder (e.g. None) can
   be passed and is returned unchanged. Without ``state`` the output alone is
@@ -294,6 +314,7 @@ class Sequential(Module):
   Raises:
     NnxError: ``state`` is an ``eqx.nn.State`` (a stateful layer's state lives
       in its Variables; pass a placeholder such as None).
+    MissingKeyError: a Dropout in training mode gets no key (its path is named).
 
   Example:
     >>> import equinox as eqx, jax, jax.numpy as jnp, nnx_eqx as nnx
@@ -306,18 +327,31 @@ class Sequential(Module):
 
   layers: tuple
 
-  def __call__(self, x: Any, state: Any = NO_STATE, *, key: Any = None) -> Any:
+  def __call__(
+    self,
+    x: Any,
+    state: Any = NO_STATE,
+    *,
+    key: Any = None,
+    rngs: Rngs | RngStream | jax.Array | None = None,
+  ) -> Any:
     with jax.named_scope("bridge.Sequential"):
+      if key is None and rngs is not None:  # one key, split over the layers as Equinox does
+        key = draw_key(rngs, None, "Sequential")
       keys = [None] * len(self.layers) if key is None else jr.split(key, len(self.layers))
-      for layer, k in zip(self.layers, keys):
+      for i, (layer, k) in enumerate(zip(self.layers, keys)):
         kw = {"key": k} if _takes_key(layer) else {}
-        if is_stateful(layer):
-          # Called without a state, a stateful layer still returns ``(x, state)``:
-          # give it a placeholder and pass on only ``x``.
-          x, new_state = layer(x, state=None if state is NO_STATE else state, **kw)
-          state = state if state is NO_STATE else new_state
-        else:
-          x = layer(x, **kw)
+        try:
+          if is_stateful(layer):
+            # Called without a state, a stateful layer still returns ``(x, state)``:
+            # give it a placeholder and pass on only ``x``.
+            x, new_state = layer(x, state=None if state is NO_STATE else state, **kw)
+            state = state if state is NO_STATE else new_state
+          else:
+            x = layer(x, **kw)
+        except MissingKeyError as err:
+          err.add_parent("layers", i)
+          raise
       return x if state is NO_STATE else (x, state)
 
   def is_stateful(self) -> bool:

@@ -19,7 +19,7 @@ import equinox as eqx
 import jax.tree_util as jtu
 
 from ..graph._variables import Variable
-from ._errors import MissingStateError
+from ._errors import MissingStateError, fmt_path
 from ._iter import map_pytree
 
 
@@ -35,19 +35,6 @@ class EqxState(Variable):
     >>> isinstance(nnx.bridge.EqxState(jnp.zeros(2)), nnx.Variable)
     True
   """
-
-
-def fmt_path(path: tuple) -> str:
-  """A path of attribute names, indices or ``jax.tree_util`` keys as ``root.a[0]``."""
-  parts = []
-  for k in path:
-    if isinstance(k, str):
-      parts.append("." + k)
-    elif isinstance(k, int):
-      parts.append(f"[{k}]")
-    else:
-      parts.append(jtu.keystr((k,)))
-  return "root" + "".join(parts)
 
 
 def is_index(x: Any) -> bool:

@@ -27,9 +27,12 @@ class ToEqxContext:
     native: convert to Equinox's native layers where they exist (``nnx.Linear``
       -> ``eqx.nn.Linear`` with ``weight = kernel.T``) instead of keeping the
       NNX layout and program (see ``nnx.to_eqx``).
+    view: build the Equinox view that a generically converted module's methods
+      run on (a converted Dropout keeps drawing from its NNX stream there),
+      rather than a model handed to the user.
 
   Attributes:
-    native: as given.
+    native, view: as given.
     obj: the NNX module being converted by the current converter.
     path: its attribute path from the root.
     links: temporary StateIndex marker -> ``(variables, packed)``.
@@ -43,8 +46,9 @@ class ToEqxContext:
     (2, 3)
   """
 
-  def __init__(self, native: bool = False):
+  def __init__(self, native: bool = False, view: bool = False):
     self.native = native
+    self.view = view
     self.native_made: set[int] = set()  # ids of the native Equinox layers made
     self.tree: Any = None  # the converted tree, before its StateIndexes are filled
     self.obj: Any = None
