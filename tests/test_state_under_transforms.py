@@ -48,6 +48,10 @@ def _converted_bn():
   return nnx.from_eqx(bn, state)
 
 
+def _converted_dropout():
+  return nnx.from_eqx(eqx.nn.Dropout(0.5), rngs=nnx.Rngs(dropout=1))
+
+
 def _call(m, x):
   if isinstance(m, nnx.bridge.BatchNorm):  # Equinox's layer runs per example, under vmap
     y, stats = jax.vmap(
@@ -65,6 +69,7 @@ LAYERS = {
   "native BatchNorm": (_native_bn, nnx.BatchStat),
   "native Dropout": (_native_dropout, nnx.RngCount),
   "converted BatchNorm": (_converted_bn, nnx.BatchStat),
+  "converted Dropout": (_converted_dropout, nnx.RngCount),
 }
 
 TRANSFORMS = {
