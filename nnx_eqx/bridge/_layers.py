@@ -20,7 +20,6 @@ import jax.numpy as jnp
 import jax.random as jr
 from jax import lax
 
-from ..graph._pytree_flags import register_flag
 from ..graph._variables import Param
 from ..module._module import Module
 
@@ -224,9 +223,6 @@ class Dropout(Module):
       q = 1 - lax.stop_gradient(self.rate)
       mask = jr.bernoulli(key, q, x.shape)
       return jnp.where(mask, x / q, 0)
-
-
-register_flag(Dropout, "deterministic")  # eqx.nn.inference_mode sets it
 
 
 class Identity(Module):

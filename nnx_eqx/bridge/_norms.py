@@ -8,7 +8,6 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ..graph._pytree_flags import register_flag
 from ..graph._variables import BatchStat, Param
 from ..module._module import Module
 from ._generic import check_placeholder
@@ -224,6 +223,3 @@ class BatchNorm(Module):
 
   def is_stateful(self) -> bool:
     return True
-
-
-register_flag(BatchNorm, "use_running_average")  # eqx.nn.inference_mode sets it

@@ -9,6 +9,7 @@ from . import _hijax as _hijax  # installs hijax Variables (Variable(..., hijax=
 from . import _repr as _repr  # installs the reprs of Variable, State and GraphDef
 from ._errors import FilterError as FilterError
 from ._errors import GraphStructureError as GraphStructureError
+from ._errors import ModeFlagError as ModeFlagError
 from ._errors import PytreeDepthError as PytreeDepthError
 from ._errors import ImmutableError as ImmutableError
 from ._errors import NnxError as NnxError
