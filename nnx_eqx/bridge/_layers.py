@@ -185,8 +185,8 @@ class Dropout(Module):
 
   Attributes:
     rate: Equinox's ``p``.
-    deterministic: Equinox's ``inference`` (``model.eval()`` sets it); read it as
-      ``inference`` too, a leaf of the pytree view that ``eqx.nn.inference_mode`` sets.
+    deterministic: Equinox's ``inference`` (``model.eval()`` and
+      ``eqx.nn.inference_mode`` set it; ``module.inference`` reads it).
 
   Raises:
     RuntimeError: when active and called without ``key`` (as Equinox).

@@ -136,8 +136,8 @@ class BatchNorm(Module):
   Attributes:
     scale, bias: ``Param`` of shape ``(input_size,)`` (Equinox's ``weight`` and
       ``bias``), or None without ``channelwise_affine``.
-    use_running_average: Equinox's ``inference`` (``model.eval()`` sets it); read it
-      as ``inference`` too, a leaf of the pytree view that ``eqx.nn.inference_mode`` sets.
+    use_running_average: Equinox's ``inference`` (``model.eval()`` and
+      ``eqx.nn.inference_mode`` set it; ``module.inference`` reads it).
     axis_name, input_size, eps, channelwise_affine, momentum, mode: as Equinox.
 
   Raises:
