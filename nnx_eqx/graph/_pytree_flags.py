@@ -99,20 +99,30 @@ def mode_attrs(node: Any) -> tuple[str, ...] | None:
 
 
 def _value(d: dict, attrs: tuple[str, ...]) -> bool | None:
+  if not attrs:
+    return None
   first = d[attrs[0]]
   return first if all(d[a] is first for a in attrs[1:]) else None
 
 
+def mode_of(layout: tuple, attrs: tuple[str, ...]) -> Mode:
+  """The Mode of a node whose static attributes are ``layout`` (see ``NodeDef``)."""
+  return Mode(_value({k: sv.value for k, kind, sv in layout if kind == 0}, attrs))
+
+
+def child(node: Any, mode: Mode) -> Mode:
+  """The ``.inference`` child of ``node`` (whose mode is ``mode``): the Mode a
+  pytree map put there while it still holds that mode, else ``mode``."""
+  ov = node.__dict__.get(_OVERRIDE)
+  return ov if type(ov) is Mode and ov.value is mode.value else mode
+
+
 def read(node: Any) -> Mode:
-  """The ``.inference`` child of ``node``: the Mode a pytree map put there while it
-  still holds the node's mode, else a new one."""
+  """``node.inference`` of a node holding mode attributes."""
   d = node.__dict__
-  attrs = mode_attrs(node)
-  value = _value(d, attrs) if attrs else None
+  value = _value(d, mode_attrs(node) or ())
   ov = d.get(_OVERRIDE)
-  if isinstance(ov, Mode) and ov.value is value:
-    return ov
-  return Mode(value)
+  return ov if type(ov) is Mode and ov.value is value else Mode(value)
 
 
 def _fget(self: Any) -> Any:

@@ -121,6 +121,7 @@ class NodeDef:
     "refs",
     "views",
     "flag",
+    "mode",
     "module",
     "statics",
     "record",
@@ -137,8 +138,10 @@ class NodeDef:
       (mk(k) if mk and type(k) is str else SequenceKey(k) if type(k) is int else DictKey(k))
       for k in self.keys
     )
+    self.mode = None
     if flag is not None:
       self.jkeys += (GetAttrKey("inference"),)
+      self.mode = _pytree_flags.mode_of(layout, flag)
     # a new node's __dict__ starts as a copy of this (markers where shared objects go)
     self.statics = {k: sv.value if kind == 0 else MARK for k, kind, sv in layout if kind != 1}
     self.statics["_nnx_trace"] = None
@@ -404,7 +407,7 @@ def _children(node: Any, nd: NodeDef) -> list:
     if s is not None:
       kids[j] = _view(kids[j], s)
   if nd.flag is not None:
-    kids.append(_pytree_flags.read(node))
+    kids.append(_pytree_flags.child(node, nd.mode))
   return kids
 
 
