@@ -172,20 +172,22 @@ MIXED = Mixed()
 _FRESH: dict = {}
 
 
-def _fresh(mode: bool):
+def _fresh(transform: str, mode: bool):
   """The output of a fresh compiled call in ``mode`` (the same program)."""
-  if mode not in _FRESH:
-    _FRESH[mode] = jax.jit(_mixed_call)(eqx.nn.inference_mode(MIXED, mode), X, KEY)
-  return _FRESH[mode]
+  if (transform, mode) not in _FRESH:
+    f = TRANSFORMS[transform](_mixed_call)
+    _FRESH[transform, mode] = f(eqx.nn.inference_mode(MIXED, mode), X, KEY)
+  return _FRESH[transform, mode]
 
 
-@settings(max_examples=15, deadline=None)
+@pytest.mark.parametrize("transform", list(TRANSFORMS), ids=list(TRANSFORMS))
+@settings(max_examples=10, deadline=None)
 @given(modes=st.lists(st.booleans(), min_size=1, max_size=6), in_place=st.booleans())
-def test_law_any_sequence_of_modes(modes, in_place):
+def test_law_any_sequence_of_modes(transform, modes, in_place):
   """For any sequence of modes: each call's output is a fresh call's in that mode,
   and the function traces once per distinct mode."""
   counter = TraceCounter()
-  f = jax.jit(counter(_mixed_call))
+  f = TRANSFORMS[transform](counter(_mixed_call))
   m = nnx.clone(MIXED)
   for mode in modes:
     if in_place:
@@ -193,7 +195,7 @@ def test_law_any_sequence_of_modes(modes, in_place):
       arg = m
     else:
       arg = eqx.nn.inference_mode(m, mode)
-    assert_trees_equal(f(arg, X, KEY), _fresh(mode))
+    assert_trees_equal(f(arg, X, KEY), _fresh(transform, mode))
   assert counter.count == len(set(modes))
 
 
@@ -285,6 +287,9 @@ def test_setting_inference_sets_every_mode_attribute():
   b.inference = True
   assert (b.deterministic, b.use_running_average, bool(b.inference)) == (True, True, True)
   assert eqx.nn.inference_mode(b, False).use_running_average is False
+  c = Both()
+  c.inference = eqx.nn.inference_mode(b, False).inference  # a Mode sets its value
+  assert (c.deterministic, c.use_running_average) == (False, False)
 
 
 def test_modules_without_mode_attributes_have_no_inference():
@@ -294,7 +299,11 @@ def test_modules_without_mode_attributes_have_no_inference():
 
 
 def test_a_traced_mode_is_refused():
-  with pytest.raises(nnx.ModeFlagError, match=r"`.inference` of a Dropout"):
+  with pytest.raises(nnx.ModeFlagError, match=r"A traced value was put at `.inference` of a Dr"):
     jax.jit(lambda m, b: eqx.tree_at(lambda t: t.inference, m, b).deterministic)(
       nnx.Dropout(0.5), True
     )
+  with pytest.raises(nnx.ModeFlagError, match=r"A str was put at .*Fix: pass True or False"):
+    eqx.tree_at(lambda t: t.inference, nnx.Dropout(0.5), "yes")
+  concrete = eqx.tree_at(lambda t: t.inference, nnx.Dropout(0.5), jnp.array(True))
+  assert concrete.deterministic is True

@@ -41,9 +41,9 @@ _OVERRIDE = "_nnx_flag_leaf"
 class Mode:
   """The ``.inference`` child of a Module in the pytree view: its mode.
 
-  A pytree node without leaves; its aux data is ``value``. It is what
-  ``module.inference`` returns on a Module rebuilt by a pytree map (so that
-  ``eqx.tree_at`` finds it), and behaves as the bool it holds there.
+  A pytree node without leaves; its aux data is ``value``. ``module.inference``
+  returns one (on a Module rebuilt by a pytree map, that very child, so that
+  ``eqx.tree_at`` finds it); it behaves as the bool it holds.
 
   Attributes:
     value: True (inference mode), False (training mode), or None (the mode
@@ -138,6 +138,8 @@ def _fget(self: Any) -> Any:
 def _fset(self: Any, value: Any) -> None:
   d = self.__dict__
   d.pop(_OVERRIDE, None)
+  if type(value) is Mode:
+    value = value.value  # e.g. ``a.inference = b.inference``
   attrs = mode_attrs(self)
   if attrs is None or "inference" in d or not (value is None or type(value) is bool):
     d["inference"] = value  # an attribute of that name (the caller bumped the version)
@@ -149,13 +151,13 @@ def _fset(self: Any, value: Any) -> None:
 INFERENCE = property(
   _fget,
   _fset,
-  doc="""The Module's mode, as Equinox's ``inference`` flag.
+  doc="""The Module's mode, as Equinox's ``inference`` flag: a :class:`Mode`.
 
-Reads True/False when all of the Module's mode attributes (``deterministic``,
-``use_running_average``, ``inference``) hold that value, None when they are None
-or disagree (a :class:`Mode` holding it on a Module rebuilt by a pytree map);
-setting it sets all of them. Missing (``AttributeError``) on a Module holding
-none, so ``eqx.nn.inference_mode`` passes it by.""",
+Its ``value`` is True/False when all of the Module's mode attributes
+(``deterministic``, ``use_running_average``, ``inference``) hold that value, None
+when they are None or disagree; setting ``inference`` to a bool or None sets all
+of them. Missing (``AttributeError``) on a Module holding none, so
+``eqx.nn.inference_mode`` passes it by.""",
 )
 
 
@@ -197,7 +199,7 @@ def apply(node: Any, attrs: tuple[str, ...], value: Any) -> bool:
   stays valid).
 
   Raises:
-    ModeFlagError: if ``value`` is a tracer (a mode must be concrete).
+    ModeFlagError: if ``value`` is a tracer or anything but a bool or None.
   """
   d = node.__dict__
   if isinstance(value, Mode):
@@ -205,15 +207,19 @@ def apply(node: Any, attrs: tuple[str, ...], value: Any) -> bool:
     return True
   b = None if value is None else _concrete(value)
   if b is None and value is not None:
-    if isinstance(value, jax.core.Tracer):
-      raise ModeFlagError(
-        f"A traced value was put at `.inference` of a {type(node).__name__} (its mode"
-        f" attributes {list(attrs)}); a mode decides which program is traced, so it must"
-        " be a Python bool. Fix: switch modes outside the traced function"
-        " (eqx.nn.inference_mode(model) or model.eval() before the call)."
+    traced = isinstance(value, jax.core.Tracer)
+    raise ModeFlagError(
+      f"{'A traced value' if traced else f'A {type(value).__name__}'} was put at"
+      f" `.inference` of a {type(node).__name__} (its mode attributes {list(attrs)});"
+      " a mode decides which program is traced, so it must be a Python bool (or None)."
+      " Fix: "
+      + (
+        "switch modes outside the traced function (eqx.nn.inference_mode(model) or"
+        " model.eval() before the call)."
+        if traced
+        else "pass True or False (eqx.nn.inference_mode(model, value))."
       )
-    d[_OVERRIDE] = value  # another placeholder of a pytree utility: kept as it is
-    return True
+    )
   same = all(d[a] is b for a in attrs)
   for a in attrs:
     d[a] = b
