@@ -202,7 +202,7 @@ def apply(node: Any, attrs: tuple[str, ...], value: Any) -> bool:
     ModeFlagError: if ``value`` is a tracer or anything but a bool or None.
   """
   d = node.__dict__
-  if isinstance(value, Mode):
+  if type(value) is Mode:
     d[_OVERRIDE] = value
     return True
   b = None if value is None else _concrete(value)

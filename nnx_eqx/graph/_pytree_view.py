@@ -148,7 +148,7 @@ class NodeDef:
     if module:
       self.statics["_nnx_in_graph"] = True  # changes to a rebuilt node bump the version
     self.record = (-1, self)  # ``(epoch, self)``: a rebuilt node's record, made once per epoch
-    self.plain = module and not refs and flag is None
+    self.plain = module and not refs
     self._hash = hash((cls, layout, refs))
 
   # Structures compare with their mode attributes (static values in ``layout``): a
@@ -418,7 +418,10 @@ def flatten(node: Any) -> tuple[list, NodeDef]:
   if rec is not None and rec[0] == _EPOCH[0]:
     nd = rec[1]
     if nd.plain and not nd.views:  # the common case, inline
-      return [d[k] for k in nd.keys], nd
+      kids = [d[k] for k in nd.keys]
+      if nd.flag is not None:
+        kids.append(_pytree_flags.child(node, nd.mode))
+      return kids, nd
     return _children(node, nd), nd
   pv = d.get(_PREFIX)
   if pv is not None:
@@ -476,17 +479,19 @@ def unflatten(nd: NodeDef, children: Any) -> Any:
   """A new node of ``nd``'s class with ``children`` (JAX's unflatten): no
   ``__init__``, no ``__setattr__``; shared objects put back at every path."""
   cls = nd.cls
-  if nd.plain:  # the common case (a Module, no shared objects, no flag), inline
+  if nd.plain:  # the common case (a Module, no shared objects), inline
     obj = _new(cls)
     fresh = nd.statics.copy()
     fresh["_nnx_trace"] = current_trace()
-    for k, v in zip(nd.keys, children):
+    for k, v in zip(nd.keys, children):  # (a mode flag, the last child, left out)
       fresh[k] = v
     rec = nd.record
     if rec[0] != _EPOCH[0]:
       rec = nd.record = (_EPOCH[0], nd)
     fresh[_RECORD] = rec
     _set(obj, "__dict__", fresh)
+    if nd.flag is not None and not _pytree_flags.apply(obj, nd.flag, children[-1]):
+      del fresh[_RECORD]  # rebuilt in another mode: its record is computed again
     return obj
   trace = current_trace()
   kids = children if type(children) is list else list(children)
