@@ -30,6 +30,17 @@ class Noisy(nnx.Module):
     return y if self.deterministic else y + jax.random.normal(key, y.shape)
 
 
+class EqxNoisy(eqx.Module):
+  """A user Equinox layer with Equinox's ``inference`` field (converted generically)."""
+
+  linear: eqx.nn.Linear
+  inference: bool = False
+
+  def __call__(self, x, key):
+    y = self.linear(x)
+    return y if self.inference else y + jax.random.normal(key, y.shape)
+
+
 def _batched(m, x):
   """A converted Equinox BatchNorm over the batch axis (its state in Variables)."""
   return nnx.vmap(lambda m, x: m(x, None)[0], in_axes=(None, 0), axis_name="batch")(m, x)
@@ -70,6 +81,11 @@ CASES = [
     _pure(lambda m, x, k: _batched(m, x + 1.0)),
   ),
   Case("user_deterministic", lambda: Noisy(rngs=nnx.Rngs(0)), lambda m, x, k: m(x, k)),
+  Case(
+    "converted_user_inference",
+    lambda: nnx.from_eqx(EqxNoisy(eqx.nn.Linear(3, 3, key=KEY))),
+    lambda m, x, k: jax.vmap(lambda xi: m(xi, k))(x),
+  ),
 ]
 IDS = [c.name for c in CASES]
 
@@ -102,7 +118,7 @@ def test_inference_mode_agrees_with_eval_and_train(case):
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_inference_mode_agrees_with_nnx_view(case):
   m = case.build()
-  flags = {"deterministic": True, "use_running_average": True}
+  flags = {"deterministic": True, "use_running_average": True, "inference": True}
   view = nnx.view(m, raise_if_not_found=False, **flags)
   assert nnx.graphdef(view) == nnx.graphdef(eqx.nn.inference_mode(m))
   f = jax.jit(case.call)  # a view carries its own mode, not the original's cached one
