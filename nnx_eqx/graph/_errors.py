@@ -101,5 +101,6 @@ class JaxVersionError(NnxError, NotImplementedError):
 
 
 class ModeFlagError(NnxError, TypeError):
-  """A traced value was put where a Module's mode (``module.inference``) goes: a
-  mode decides which program is traced, so it must be a Python bool."""
+  """A tracer (or anything but a bool or None) was put where a Module's mode
+  (``module.inference``) goes: a mode decides which program is traced, so it
+  must be a Python bool."""
