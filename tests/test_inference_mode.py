@@ -314,6 +314,26 @@ def test_modules_without_mode_attributes_have_no_inference():
   assert jax.tree.structure(eqx.nn.inference_mode(lin)) == jax.tree.structure(lin)
 
 
+def test_an_attribute_named_inference_that_is_no_mode_is_a_plain_attribute():
+  class Holder(nnx.Module):
+    def __init__(self):
+      self.inference = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
+      self.deterministic = False
+
+  h = Holder()
+  assert isinstance(h.inference, nnx.Linear) and "inference" in nnx.state(h)
+  paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_leaves_with_path(h)]
+  assert paths == [".inference.bias.value", ".inference.kernel.value"]
+  mode_type = type(nnx.Dropout(0.5).inference)
+  assert not [
+    x for x in jax.tree.leaves(h, is_leaf=lambda x: type(x) is mode_type) if type(x) is mode_type
+  ]  # no mode child
+  del h.inference
+  assert h.inference.value is False  # now `deterministic` alone makes its mode
+  with pytest.raises(AttributeError, match="no attribute 'inference'"):
+    del h.inference
+
+
 def test_a_traced_mode_is_refused():
   with pytest.raises(nnx.ModeFlagError, match=r"A traced value was put at `.inference` of a Dr"):
     jax.jit(lambda m, b: eqx.tree_at(lambda t: t.inference, m, b).deterministic)(

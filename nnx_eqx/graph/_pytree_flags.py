@@ -94,6 +94,8 @@ def mode_attrs(node: Any) -> tuple[str, ...] | None:
   if getattr(cls, "inference", None) is not INFERENCE or getattr(cls, "_nnx_container", False):
     return None
   d = node.__dict__
+  if "inference" in d and not (d["inference"] is None or type(d["inference"]) is bool):
+    return None  # an attribute of that name that is no mode: the node has no flag
   found = tuple(a for a in MODE_ATTRS if a in d and (d[a] is None or type(d[a]) is bool))
   return found or None
 
@@ -148,9 +150,18 @@ def _fset(self: Any, value: Any) -> None:
     setattr(self, a, value)
 
 
+def _fdel(self: Any) -> None:
+  d = self.__dict__
+  if "inference" not in d:
+    raise AttributeError(f"{type(self).__name__!r} object has no attribute 'inference'")
+  d.pop(_OVERRIDE, None)
+  del d["inference"]
+
+
 INFERENCE = property(
   _fget,
   _fset,
+  _fdel,
   doc="""The Module's mode, as Equinox's ``inference`` flag: a :class:`Mode`.
 
 Its ``value`` is True/False when all of the Module's mode attributes
