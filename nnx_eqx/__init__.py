@@ -41,6 +41,7 @@ from .module import Sequential as Sequential
 from .graph import FilterError as FilterError
 from .graph import GraphStructureError as GraphStructureError
 from .graph import LostUpdateError as LostUpdateError
+from .graph import ModeFlagError as ModeFlagError
 from .graph import PytreeDepthError as PytreeDepthError
 from .graph import SharedReferenceError as SharedReferenceError
 from .graph import set_metadata as set_metadata

@@ -182,7 +182,8 @@ def test_inference_mode_on_a_rebuilt_module_flips_the_flag():
   )
   r = jax.tree.map(lambda x: x, m)
   inf = eqx.nn.inference_mode(r)
-  assert inf.layers[1].inference is True and r.layers[1].inference is False
+  assert inf.layers[1].inference.value is True and r.layers[1].inference.value is False
+  assert inf.layers[1].deterministic is True and r.layers[1].deterministic is False
   assert jax.tree.leaves(eqx.nn.inference_mode(inf, value=False)) == jax.tree.leaves(r)
 
 

@@ -117,7 +117,7 @@ def nnx_class(eqx_type: type) -> type:
       ns[name] = _wrap_method(name, attr)
   cls = made_class(nnx_class, (eqx_type,), eqx_type.__name__, EqxModule, ns)
   if "inference" in {f.name for f in dataclasses.fields(eqx_type)}:
-    register_flag(cls, "inference")  # a leaf of the pytree view, as in Equinox
+    register_flag(cls)  # its mode is part of its pytree view (see _pytree_flags)
   _CLASSES[eqx_type] = cls
   return cls
 

@@ -20,7 +20,6 @@ import jax.numpy as jnp
 import jax.random as jr
 from jax import lax
 
-from ..graph._pytree_flags import register_flag
 from ..graph._variables import Param
 from ..module._module import Module
 from ..module._rngs import Rngs, RngStream
@@ -199,8 +198,8 @@ class Dropout(Module):
 
   Attributes:
     rate: Equinox's ``p``.
-    deterministic: Equinox's ``inference`` (``model.eval()`` sets it); read it as
-      ``inference`` too, a leaf of the pytree view that ``eqx.nn.inference_mode`` sets.
+    deterministic: Equinox's ``inference`` (``model.eval()`` and
+      ``eqx.nn.inference_mode`` set it; ``module.inference`` reads it).
     rngs: the layer's ``nnx.RngStream``, or None (then keys come with the call).
 
   Raises:
@@ -242,9 +241,6 @@ class Dropout(Module):
       q = 1 - lax.stop_gradient(self.rate)
       mask = jr.bernoulli(key, q, x.shape)
       return jnp.where(mask, x / q, 0)
-
-
-register_flag(Dropout, "deterministic")  # eqx.nn.inference_mode sets it
 
 
 class Identity(Module):

@@ -8,7 +8,6 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ..graph._pytree_flags import register_flag
 from ..graph._variables import BatchStat, Param
 from ..module._module import Module
 from ._generic import check_placeholder
@@ -137,8 +136,8 @@ class BatchNorm(Module):
   Attributes:
     scale, bias: ``Param`` of shape ``(input_size,)`` (Equinox's ``weight`` and
       ``bias``), or None without ``channelwise_affine``.
-    use_running_average: Equinox's ``inference`` (``model.eval()`` sets it); read it
-      as ``inference`` too, a leaf of the pytree view that ``eqx.nn.inference_mode`` sets.
+    use_running_average: Equinox's ``inference`` (``model.eval()`` and
+      ``eqx.nn.inference_mode`` set it; ``module.inference`` reads it).
     axis_name, input_size, eps, channelwise_affine, momentum, mode: as Equinox.
 
   Raises:
@@ -224,6 +223,3 @@ class BatchNorm(Module):
 
   def is_stateful(self) -> bool:
     return True
-
-
-register_flag(BatchNorm, "use_running_average")  # eqx.nn.inference_mode sets it

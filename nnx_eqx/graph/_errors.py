@@ -113,3 +113,9 @@ class JaxVersionError(NnxError, NotImplementedError):
   """A feature needs a JAX API that the installed jax version lacks (e.g. hijax
   Variables need ``jax._src.hijax.Box``, which jax 0.11.1 removed). The message
   names the versions that have it and how to do without."""
+
+
+class ModeFlagError(NnxError, TypeError):
+  """A tracer (or anything but a bool or None) was put where a Module's mode
+  (``module.inference``) goes: a mode decides which program is traced, so it
+  must be a Python bool."""

@@ -50,7 +50,7 @@ _VIEW_RECORD = "_nnx_pv_view"  # (epoch, spec, NodeDef of this node's view made 
 _set = object.__setattr__
 _new = object.__new__
 # attributes of a node that a view or a rebuilt node does not copy
-_PRIVATE_CACHES = (
+PRIVATE_CACHES = (
   "_nnx_pv",
   "_nnx_pv_view",
   "_nnx_walk",
@@ -108,8 +108,8 @@ class NodeDef:
     refs: ``(marker path, target path)`` per shared object met again below this
       node (paths relative to it).
     views: per child, None or how to make its view (see :func:`_view`).
-    flag: the attribute of a mode flag exposed as a last leaf (see
-      ``_pytree_flags``), or None.
+    flag: the node's mode attributes, whose :class:`~._pytree_flags.Mode` is
+      its last child (see ``_pytree_flags``), or None.
   """
 
   __slots__ = (
@@ -121,9 +121,9 @@ class NodeDef:
     "refs",
     "views",
     "flag",
+    "mode",
     "module",
     "statics",
-    "layout_neutral",
     "record",
     "plain",
     "_hash",
@@ -138,29 +138,28 @@ class NodeDef:
       (mk(k) if mk and type(k) is str else SequenceKey(k) if type(k) is int else DictKey(k))
       for k in self.keys
     )
+    self.mode = None
     if flag is not None:
       self.jkeys += (GetAttrKey("inference"),)
+      self.mode = _pytree_flags.mode_of(layout, flag)
     # a new node's __dict__ starts as a copy of this (markers where shared objects go)
     self.statics = {k: sv.value if kind == 0 else MARK for k, kind, sv in layout if kind != 1}
     self.statics["_nnx_trace"] = None
     if module:
       self.statics["_nnx_in_graph"] = True  # changes to a rebuilt node bump the version
     self.record = (-1, self)  # ``(epoch, self)``: a rebuilt node's record, made once per epoch
-    self.plain = module and not refs and flag is None
-    neutral = tuple((k, kind, None if (kind == 0 and k == flag) else sv) for k, kind, sv in layout)
-    self.layout_neutral = neutral
-    self._hash = hash((cls, neutral, refs))
+    self.plain = module and not refs
+    self._hash = hash((cls, layout, refs))
 
-  # Structures compare with mode flags ignored: a flag is a leaf (as in Equinox),
-  # so a mask of ``eqx.partition`` or the result of ``eqx.nn.inference_mode`` keeps
-  # the model's structure.
+  # Structures compare with their mode attributes (static values in ``layout``): a
+  # mode is part of the key of every compiled-program cache (see ``_pytree_flags``).
   def __eq__(self, other):
     return self is other or (
       type(other) is NodeDef
       and self._hash == other._hash
       and self.cls is other.cls
       and self.meta == other.meta
-      and self.layout_neutral == other.layout_neutral
+      and self.layout == other.layout
       and self.refs == other.refs
     )
 
@@ -169,7 +168,10 @@ class NodeDef:
 
   def __repr__(self) -> str:
     shared = f", shared={list(self.refs)}" if self.refs else ""
-    return f"{self.cls.__name__}(children={list(self.keys)}{shared})"
+    modes = "".join(
+      f", {k}={sv.value!r}" for k, kind, sv in self.layout if kind == 0 and k in (self.flag or ())
+    )
+    return f"{self.cls.__name__}(children={list(self.keys)}{shared}{modes})"
 
 
 # --------------------------------------------------------------------------
@@ -227,9 +229,7 @@ class _Deriver:
         refs.append(((k, *p), self.path(t)[len(base) :]))
         if p:
           views[k] = _mark(views.get(k), sub, p)
-    flag = _pytree_flags.FLAG_ATTRS.get(cls)
-    if flag is not None and not isinstance(self.nodes[i].__dict__.get(flag), bool):
-      flag = None
+    flag = _pytree_flags.mode_attrs(self.nodes[i]) if module else None
     nd = NodeDef(
       cls,
       meta,
@@ -342,7 +342,7 @@ def _view(value: Any, spec: Any) -> Any:
     impl: Any = node_impl(type(value))
     if impl is _MODULE_IMPL_HOLDER[0]:
       obj = _new(type(value))
-      copied = {k: v for k, v in value.__dict__.items() if k not in _PRIVATE_CACHES}
+      copied = {k: v for k, v in value.__dict__.items() if k not in PRIVATE_CACHES}
       for k, s in entries.items():
         copied[k] = _view(copied[k], s)
       _set(obj, "__dict__", copied)
@@ -408,7 +408,7 @@ def _children(node: Any, nd: NodeDef) -> list:
     if s is not None:
       kids[j] = _view(kids[j], s)
   if nd.flag is not None:
-    kids.append(_pytree_flags.read(node))
+    kids.append(_pytree_flags.child(node, nd.mode))
   return kids
 
 
@@ -421,7 +421,10 @@ def flatten(node: Any) -> tuple[list, NodeDef]:
   if rec is not None and rec[0] == _EPOCH[0]:
     nd = rec[1]
     if nd.plain and not nd.views:  # the common case, inline
-      return [d[k] for k in nd.keys], nd
+      kids = [d[k] for k in nd.keys]
+      if nd.flag is not None:
+        kids.append(_pytree_flags.child(node, nd.mode))
+      return kids, nd
     return _children(node, nd), nd
   pv = d.get(_PREFIX)
   if pv is not None:
@@ -472,7 +475,7 @@ def _prefix_children(node: Any, nd: NodeDef) -> list:
     except (KeyError, IndexError, TypeError, AttributeError):
       kids.append(None)
   if nd.flag is not None:
-    kids.append(None)  # no prefix value for a mode flag
+    kids.append(None)  # the Mode child has no leaves
   return kids
 
 
@@ -480,17 +483,19 @@ def unflatten(nd: NodeDef, children: Any) -> Any:
   """A new node of ``nd``'s class with ``children`` (JAX's unflatten): no
   ``__init__``, no ``__setattr__``; shared objects put back at every path."""
   cls = nd.cls
-  if nd.plain:  # the common case (a Module, no shared objects, no flag), inline
+  if nd.plain:  # the common case (a Module, no shared objects), inline
     obj = _new(cls)
     fresh = nd.statics.copy()
     fresh["_nnx_trace"] = current_trace()
-    for k, v in zip(nd.keys, children):
+    for k, v in zip(nd.keys, children):  # (a mode flag, the last child, left out)
       fresh[k] = v
     rec = nd.record
     if rec[0] != _EPOCH[0]:
       rec = nd.record = (_EPOCH[0], nd)
     fresh[_RECORD] = rec
     _set(obj, "__dict__", fresh)
+    if nd.flag is not None and not _pytree_flags.apply(obj, nd.flag, children[-1]):
+      del fresh[_RECORD]  # rebuilt in another mode: its record is computed again
     return obj
   trace = current_trace()
   kids = children if type(children) is list else list(children)

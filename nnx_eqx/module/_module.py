@@ -20,6 +20,7 @@ from ..graph import _graph
 from ..graph._errors import NnxError, UnknownAttributeError
 from ..graph._filters import Filter, to_predicate
 from ..graph._graph_mode import get_graph_mode
+from ..graph._pytree_flags import INFERENCE
 from ..graph._state import State
 from ..graph._tree_mode import check_pytree_classes
 from ..graph._variables import Intermediate, Perturbation, Variable
@@ -67,6 +68,9 @@ class Module(Pytree):
 
   _nnx_containerize = True
   _nnx_container = False  # nnx.List / nnx.Dict: plain containers, not layers
+  # Equinox's flag over the mode attributes (``deterministic``, ``use_running_average``,
+  # ``inference``); it is what ``eqx.nn.inference_mode`` sets (see ``_pytree_flags``).
+  inference = INFERENCE
 
   # -- seed-era API ---------------------------------------------------------
   def partition(self, *filters: Filter):

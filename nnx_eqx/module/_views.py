@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from ..graph._errors import GraphStructureError, UnknownAttributeError
 from ..graph._filters import Filter, to_predicate
 from ..graph._graph import is_node
+from ..graph._pytree_view import PRIVATE_CACHES
 from ..graph._state import State
 from ..graph._variables import Variable
 from ._pytree import Pytree
@@ -49,8 +50,8 @@ def _copy_graph(node: Any, visit, memo: dict[int, Any], var=None) -> Any:
         return memo[id(x)]
       new = object.__new__(type(x))
       memo[id(x)] = new
-      d = dict(x.__dict__)
-      d.pop("_nnx_in_graph", None)
+      # (without the original's cached records: the copy's flags may change)
+      d = {k: v for k, v in x.__dict__.items() if k not in PRIVATE_CACHES}
       new.__dict__.update(d)
       if "_nnx_items" in d:
         new.__dict__["_nnx_items"] = [rec(v, path + (i,)) for i, v in enumerate(d["_nnx_items"])]
