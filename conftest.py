@@ -71,3 +71,17 @@ def pytest_collection_modifyitems(config, items):
       marker in example.source for example in test.examples for marker in _HIJAX_EXAMPLES
     ):
       item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _no_dropped_state_updates():
+  """Fails the test that dropped a state update inside a JAX transformation
+  without the library reporting it (nnx.LostUpdateError at the next flatten or
+  walk), so such a drop is never blamed on a later test."""
+  yield
+  from nnx_eqx.graph import _lost_updates
+
+  try:
+    _lost_updates.check()
+  finally:
+    _lost_updates.reset()

@@ -412,10 +412,25 @@ def _children(node: Any, nd: NodeDef) -> list:
   return kids
 
 
+def _flatten_pending(node: Any) -> tuple[list, NodeDef]:
+  """Flattens while writes to copies are pending: reports those whose trace has
+  ended, and counts the Variables among the children as carried on (a map with
+  ``is_leaf`` stopping at Variables never flattens them themselves)."""
+  pv = node.__dict__.get(_PREFIX)
+  if pv is not None:
+    kids, nd = _prefix_children(node, pv), pv
+  else:
+    nd = node_def(node)
+    kids = _children(node, nd)
+    _lost_updates.carried(kids)  # (before the check: they leave their trace now)
+  _lost_updates.check()
+  return kids, nd
+
+
 def flatten(node: Any) -> tuple[list, NodeDef]:
   """``(children, aux)`` of a graph node (JAX's flatten)."""
-  if _PENDING:  # written copies exist: report those whose trace has ended
-    _lost_updates.check()
+  if _PENDING:  # written copies exist
+    return _flatten_pending(node)
   d = node.__dict__
   rec = d.get(_RECORD)
   if rec is not None and rec[0] == _EPOCH[0]:
@@ -440,7 +455,10 @@ def flatten_with_keys(node: Any) -> tuple[list, NodeDef]:
   if pv is not None:
     return list(zip(pv.jkeys, _prefix_children(node, pv))), pv
   nd = node_def(node)
-  return list(zip(nd.jkeys, _children(node, nd))), nd
+  kids = _children(node, nd)
+  if _PENDING:
+    _lost_updates.carried(kids)
+  return list(zip(nd.jkeys, kids)), nd
 
 
 # --------------------------------------------------------------------------

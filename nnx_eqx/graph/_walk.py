@@ -616,6 +616,8 @@ def walk_uncached(root: Any, leaf_root: bool = False, seed: WalkSeed | None = No
   if w.shared is not None:
     i, link = w.shared
     out.shared = (path_of(w.node_links[i]), path_of(link), w.nodes[i])
+  if _lost_updates.PENDING:
+    _lost_updates.carried(out.slots)  # their values are read out: pending writes travel on
   return out
 
 
@@ -627,9 +629,9 @@ def walk(root: Any, leaf_root: bool = False) -> Walk:
   of all elements.
   """
   if _lost_updates.PENDING or _lost_updates.LOST:
-    _lost_updates.check()
     w = _walk(root, leaf_root)
     _lost_updates.carried(w.slots)  # their values are read out: pending writes travel on
+    _lost_updates.check()
     return w
   return _walk(root, leaf_root)
 
