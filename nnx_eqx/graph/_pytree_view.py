@@ -505,8 +505,7 @@ def unflatten(nd: NodeDef, children: Any) -> Any:
     obj = _new(cls)
     fresh = nd.statics.copy()
     fresh["_nnx_trace"] = current_trace()
-    for k, v in zip(nd.keys, children):  # (a mode flag, the last child, left out)
-      fresh[k] = v
+    fresh.update(zip(nd.keys, children))  # (a mode flag, the last child, left out)
     rec = nd.record
     if rec[0] != _EPOCH[0]:
       rec = nd.record = (_EPOCH[0], nd)

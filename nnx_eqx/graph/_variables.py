@@ -23,6 +23,7 @@ from ._lost_updates import PENDING as _PENDING
 from ._lost_updates import carried as _carried
 from ._lost_updates import note_write as _note_write
 from ._tracing import _CTX, _EvalTrace, check_trace, current_trace
+from ._tracing import _LAST as _LAST_TRACE
 from ._tracing import in_transform as _in_transform
 from ._var_defaults import _DEFAULTS, _EAGER
 from ._variable_metadata import MetadataMethods
@@ -637,15 +638,31 @@ _FAST_TRACE = _CTX is not None and _EvalTrace is not None  # (else ask ``in_tran
 
 
 def _make_unflatten(cls):
+  if not _FAST_TRACE:
+
+    def unflatten_asking(aux, children):
+      v = _new(cls)
+      d = v.__dict__
+      d["_value"] = children[0]
+      d["_trace"] = current_trace()
+      if _in_transform():
+        d[_COPY_MARK] = True  # rebuilt inside a JAX trace (see ``_lost_updates``)
+      if aux:
+        d["_metadata"] = dict(aux.items) if isinstance(aux, _MetaBox) else dict(aux)
+      return v
+
+    return unflatten_asking
+
   def unflatten(aux, children):
     v = _new(cls)
     d = v.__dict__
     d["_value"] = children[0]
-    if type(_CTX.trace) is not _EvalTrace if _FAST_TRACE else _in_transform():
+    t = _CTX.trace  # (``current_trace`` inlined: unflattening is a hot path)
+    d["_trace"] = _LAST_TRACE[1] if t._weakref is _LAST_TRACE[0] else current_trace()
+    if type(t) is not _EvalTrace:
       d[_COPY_MARK] = True  # rebuilt inside a JAX trace (see ``_lost_updates``)
     if aux:  # else its own empty metadata dict is made on first use (``__getattr__``)
       d["_metadata"] = dict(aux.items) if isinstance(aux, _MetaBox) else dict(aux)
-    d["_trace"] = current_trace()
     return v
 
   return unflatten
