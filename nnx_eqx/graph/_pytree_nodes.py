@@ -23,7 +23,10 @@ from typing import Any
 
 import jax
 
-_Ref = jax.Ref
+from ._refs import Ref
+
+_Ref = Ref
+_JAX_REF = jax.Ref
 _Tracer = jax.core.Tracer
 NOT_PYTREE: dict[type, bool] = {}
 """Types known not to be JAX pytree nodes nor ``jax.Ref`` (JAX registers a type before its
@@ -32,7 +35,7 @@ instances exist); the walk keeps their instances static without asking further."
 
 def is_ref(x: Any) -> bool:
   """Whether ``x`` is a ``jax.Ref`` (also a Ref being traced)."""
-  return type(x) is _Ref or (isinstance(x, _Tracer) and isinstance(x, _Ref))
+  return type(x) is _JAX_REF or (isinstance(x, _Tracer) and isinstance(x, _Ref))
 
 
 def _key(k: Any) -> Any:

@@ -22,6 +22,7 @@ from ._lost_updates import COPY_MARK as _COPY_MARK
 from ._lost_updates import PENDING as _PENDING
 from ._lost_updates import carried as _carried
 from ._lost_updates import note_write as _note_write
+from ._refs import Ref
 from ._tracing import _CTX, _EvalTrace, check_trace, current_trace
 from ._tracing import _LAST as _LAST_TRACE
 from ._tracing import in_transform as _in_transform
@@ -91,7 +92,7 @@ def new_variable(cls: type, value: Any, metadata: dict, trace: Any) -> Variable:
   return v
 
 
-_Ref = jax.Ref
+_Ref = Ref
 
 
 def _write_ref(var: Variable, ref: Any, new: Any) -> None:
