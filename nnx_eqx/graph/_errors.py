@@ -38,6 +38,17 @@ class LostUpdateError(NnxError, RuntimeError):
   Fix: use ``nnx.jit``/``nnx.value_and_grad``; or return
   ``nnx.state(model, nnx.Not(nnx.Param))`` and ``nnx.update`` the module with it;
   or store the state in ``jax.Ref``s with ``nnx.with_vars(model, ref=True, ...)``.
+
+  Example:
+    >>> import equinox as eqx, jax.numpy as jnp, nnx_eqx as nnx
+    >>> bn = nnx.BatchNorm(2, rngs=nnx.Rngs(0))
+    >>> forward = eqx.filter_jit(lambda m: m(jnp.ones((3, 2))))
+    >>> y = forward(bn)            # the statistics of a copy move, and the copy is dropped
+    >>> try:
+    ...   forward(bn)
+    ... except nnx.LostUpdateError as e:
+    ...   print(str(e).splitlines()[1])
+      - BatchStat of shape (2,) at `BatchNorm.mean` (written from ...)
   """
 
 
