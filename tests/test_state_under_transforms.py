@@ -273,3 +273,34 @@ def test_equinox_style_step_traces_once():
     m, s = step(m, s, X)
   assert len(traces) == 1
   assert int(m.do.rngs.count.value) == 4
+
+
+def test_an_update_of_a_call_that_failed_interactively_is_not_reported(monkeypatch):
+  """In a REPL or notebook an unhandled error sets ``sys.last_value``: the writes
+  of the call that failed are not reported as dropped at the next call."""
+  import sys
+
+  m = Net()
+
+  def fails(m):
+    m(X)
+    raise ZeroDivisionError("after the write")
+
+  with pytest.raises(ZeroDivisionError) as info:
+    eqx.filter_jit(fails)(m)
+  monkeypatch.setattr(sys, "last_value", info.value, raising=False)
+  jax.tree.leaves(m)  # no LostUpdateError
+  assert int(m.do.rngs.count.value) == 0
+
+
+def test_an_update_of_a_call_that_failed_in_handled_code_is_reported_as_such():
+  m = Net()
+
+  def fails(m):
+    m(X)
+    raise ZeroDivisionError("after the write")
+
+  with pytest.raises(ZeroDivisionError):
+    eqx.filter_jit(fails)(m)
+  with pytest.raises(nnx.LostUpdateError, match="raised an exception before"):
+    jax.tree.leaves(m)

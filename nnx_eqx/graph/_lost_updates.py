@@ -17,7 +17,9 @@ the record. Once that trace has ended (it is neither the current trace nor one
 the current trace is nested in), a write still pending was dropped: the next
 graph walk or pytree flatten raises :class:`LostUpdateError` naming the
 Variable, where it was written and the fixes. (Writes under ``jax.eval_shape`` /
-``eqx.filter_eval_shape`` are exempt: shape evaluation discards all values.)
+``eqx.filter_eval_shape`` are exempt: shape evaluation discards all values. So are
+writes made before an error that an interactive session reported, which sets
+``sys.last_value``: they belong to the call that failed.)
 
 Nothing here costs anything while no copy has been written: the hot paths test
 one module-level dict for emptiness.
@@ -37,8 +39,9 @@ from ._tracing import current_trace_object, in_transform, live_traces
 COPY_MARK = "_nnx_copy"
 """Key in a Variable's ``__dict__``: it was rebuilt from a tracer by pytree unflattening."""
 
-PENDING: dict[int, tuple[Any, str]] = {}
-"""``id(copy) -> (weak reference to the copy, description)`` of written copies."""
+PENDING: dict[int, tuple[Any, str, Any]] = {}
+"""``id(copy) -> (weak reference to its trace, description, sys.last_value then)``
+of written copies."""
 
 LOST: list[str] = []
 """Descriptions of updates dropped with their copies, not reported yet."""
@@ -108,7 +111,11 @@ def note_write(var: Any) -> None:
   if _under_shape_evaluation(frame):
     return
   trace = current_trace_object()
-  PENDING[key] = (None if trace is None else weakref.ref(trace), _describe(var, frame))
+  PENDING[key] = (
+    None if trace is None else weakref.ref(trace),
+    _describe(var, frame),
+    getattr(sys, "last_value", None),
+  )
 
 
 def carried(variables: Any) -> None:
@@ -133,11 +140,13 @@ def _sweep() -> None:
     if in_transform():
       return
     live = set()
-  for key, (trace_ref, what) in list(PENDING.items()):
+  last = getattr(sys, "last_value", None)
+  for key, (trace_ref, what, last_then) in list(PENDING.items()):
     trace = None if trace_ref is None else trace_ref()
     if trace is None or id(trace) not in live:
       del PENDING[key]
-      LOST.append(what)
+      if last is last_then:  # (else an interactive session showed an error since:
+        LOST.append(what)  # the write belongs to the call that failed)
 
 
 def check() -> None:
