@@ -43,9 +43,6 @@ PENDING: dict[int, tuple[Any, str, Any]] = {}
 """``id(copy) -> (weak reference to its trace, description, sys.last_value then)``
 of written copies."""
 
-LOST: list[str] = []
-"""Descriptions of updates dropped with their copies, not reported yet."""
-
 _HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the package
 _WRAPPERS = ("jaxtyping", "beartype", "typeguard")  # call wrappers: not where a write is made
 _SHAPE_EVALUATORS = frozenset({"eval_shape", "filter_eval_shape"})
@@ -90,9 +87,9 @@ def _describe(var: Any, frame: Any) -> str:
       name = _name_in(obj, var, 2)
       if name is not None:
         owner = f"{type(obj).__name__}.{name}"
-    name = f.f_code.co_filename
-    if site is None and not name.startswith(_HERE) and not any(w in name for w in _WRAPPERS):
-      site = f"{name}:{f.f_lineno}"
+    file = f.f_code.co_filename
+    if site is None and not file.startswith(_HERE) and not any(w in file for w in _WRAPPERS):
+      site = f"{file}:{f.f_lineno}"
     f, seen = f.f_back, seen + 1
   text = f"{what}{'' if shape is None else f' of shape {tuple(shape)}'}"
   if owner is not None:
@@ -125,28 +122,28 @@ def carried(variables: Any) -> None:
     PENDING.pop(id(v), None)
 
 
-def reset() -> list[str]:
-  """Forgets every pending and lost update; returns the lost ones' descriptions."""
-  lost = list(LOST)
-  LOST.clear()
+def reset() -> None:
+  """Forgets every pending write."""
   PENDING.clear()
-  return lost
 
 
-def _sweep() -> None:
-  """Moves the pending writes whose trace has ended to :data:`LOST`."""
+def _sweep() -> list[str]:
+  """Removes the pending writes whose trace has ended; returns the descriptions
+  of those that were dropped."""
   live = live_traces()
   if live is None:  # cannot tell which traces are still running: only the top level can
     if in_transform():
-      return
+      return []
     live = set()
   last = getattr(sys, "last_value", None)
+  lost = []
   for key, (trace_ref, what, last_then) in list(PENDING.items()):
     trace = None if trace_ref is None else trace_ref()
     if trace is None or id(trace) not in live:
       del PENDING[key]
       if last is last_then:  # (else an interactive session showed an error since:
-        LOST.append(what)  # the write belongs to the call that failed)
+        lost.append(what)  # the write belongs to the call that failed)
+  return lost
 
 
 def check() -> None:
@@ -155,14 +152,12 @@ def check() -> None:
   While that error is being handled (JAX's ``tree_map`` catches what a flatten
   raises and flattens again to describe the failure), it is raised again, so it
   is what reaches the caller."""
-  if PENDING:
-    _sweep()
-  if not LOST:
+  lost = _sweep() if PENDING else []
+  if not lost:
     exc = sys.exc_info()[1]
     if isinstance(exc, LostUpdateError):
       raise exc
     return
-  lost = reset()
   _version.bump()  # (records stale: a flatten while this is handled comes back here)
   listing = "\n".join(f"  - {d}" for d in lost)
   raise LostUpdateError(

@@ -444,7 +444,9 @@ def flatten(node: Any) -> tuple[list, NodeDef]:
   pv = d.get(_PREFIX)
   if pv is not None:
     return _prefix_children(node, pv), pv
-  _lost_updates.check()  # (a dropped update bumps the epoch, so it is seen here)
+  # (reporting a dropped update bumps the epoch: a flatten while the error is
+  # handled comes here, and ``check`` raises it again)
+  _lost_updates.check()
   nd = _compute(node)
   return _children(node, nd), nd
 

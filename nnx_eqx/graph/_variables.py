@@ -639,28 +639,18 @@ _FAST_TRACE = _CTX is not None and _EvalTrace is not None  # (else ask ``in_tran
 
 
 def _make_unflatten(cls):
-  if not _FAST_TRACE:
-
-    def unflatten_asking(aux, children):
-      v = _new(cls)
-      d = v.__dict__
-      d["_value"] = children[0]
-      d["_trace"] = current_trace()
-      if _in_transform():
-        d[_COPY_MARK] = True  # rebuilt inside a JAX trace (see ``_lost_updates``)
-      if aux:
-        d["_metadata"] = dict(aux.items) if isinstance(aux, _MetaBox) else dict(aux)
-      return v
-
-    return unflatten_asking
-
   def unflatten(aux, children):
     v = _new(cls)
     d = v.__dict__
     d["_value"] = children[0]
-    t = _CTX.trace  # (``current_trace`` inlined: unflattening is a hot path)
-    d["_trace"] = _LAST_TRACE[1] if t._weakref is _LAST_TRACE[0] else current_trace()
-    if type(t) is not _EvalTrace:
+    if _FAST_TRACE:  # ``current_trace`` and ``in_transform`` inlined: a hot path
+      t = _CTX.trace
+      d["_trace"] = _LAST_TRACE[1] if t._weakref is _LAST_TRACE[0] else current_trace()
+      copy = type(t) is not _EvalTrace
+    else:
+      d["_trace"] = current_trace()
+      copy = _in_transform()
+    if copy:
       d[_COPY_MARK] = True  # rebuilt inside a JAX trace (see ``_lost_updates``)
     if aux:  # else its own empty metadata dict is made on first use (``__getattr__``)
       d["_metadata"] = dict(aux.items) if isinstance(aux, _MetaBox) else dict(aux)

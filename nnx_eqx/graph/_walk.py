@@ -628,7 +628,7 @@ def walk(root: Any, leaf_root: bool = False) -> Walk:
   a lifted transform) caches it on its first element, keyed by the identities
   of all elements.
   """
-  if _lost_updates.PENDING or _lost_updates.LOST:
+  if _lost_updates.PENDING:
     w = _walk(root, leaf_root)
     _lost_updates.carried(w.slots)  # their values are read out: pending writes travel on
     _lost_updates.check()
