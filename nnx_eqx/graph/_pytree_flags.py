@@ -121,10 +121,7 @@ def child(node: Any, mode: Mode) -> Mode:
 
 def read(node: Any) -> Mode:
   """``node.inference`` of a node holding mode attributes."""
-  d = node.__dict__
-  value = _value(d, mode_attrs(node) or ())
-  ov = d.get(_OVERRIDE)
-  return ov if type(ov) is Mode and ov.value is value else Mode(value)
+  return child(node, Mode(_value(node.__dict__, mode_attrs(node) or ())))
 
 
 def _fget(self: Any) -> Any:
