@@ -37,7 +37,7 @@ from typing import Any
 import jax
 from jax.tree_util import DictKey, GetAttrKey, SequenceKey
 
-from . import _lost_updates, _pytree_flags, _version
+from . import _lost_updates, _pytree_build, _pytree_flags, _version
 from ._errors import PytreeDepthError
 from ._graphdef import StaticValue
 from ._links import path_of
@@ -45,7 +45,7 @@ from ._node_types import MAP, NODE, REF, SEQ, STATIC, node_impl
 from ._tracing import current_trace
 from ._walk import _MODULE_IMPL_HOLDER, walk_uncached
 
-_RECORD = "_nnx_pv"
+_RECORD = _pytree_build.RECORD
 _VIEW_RECORD = "_nnx_pv_view"  # (epoch, spec, NodeDef of this node's view made by spec)
 _set = object.__setattr__
 _new = object.__new__
@@ -124,8 +124,10 @@ class NodeDef:
     "mode",
     "module",
     "statics",
-    "record",
+    "base",
+    "base_key",
     "plain",
+    "build",
     "_hash",
   )
 
@@ -147,9 +149,17 @@ class NodeDef:
     self.statics["_nnx_trace"] = None
     if module:
       self.statics["_nnx_in_graph"] = True  # changes to a rebuilt node bump the version
-    self.record = (-1, self)  # ``(epoch, self)``: a rebuilt node's record, made once per epoch
+    # ``base``: ``statics`` with the trace token and the record (``(epoch, self)``)
+    # of a node rebuilt in the trace and epoch ``base_key`` names
+    self.base, self.base_key = self.statics, (None, None)
     self.plain = module and not refs
+    self.build = _pytree_build.builder(self.keys) if self.plain else None
     self._hash = hash((cls, layout, refs))
+
+  def __reduce__(self):
+    # the base (a trace token) and the builder are made again where it is loaded
+    args = (self.cls, self.meta, self.layout, self.refs, self.views, self.flag, self.module)
+    return NodeDef, args
 
   # Structures compare with their mode attributes (static values in ``layout``): a
   # mode is part of the key of every compiled-program cache (see ``_pytree_flags``).
@@ -502,20 +512,9 @@ def _prefix_children(node: Any, nd: NodeDef) -> list:
 def unflatten(nd: NodeDef, children: Any) -> Any:
   """A new node of ``nd``'s class with ``children`` (JAX's unflatten): no
   ``__init__``, no ``__setattr__``; shared objects put back at every path."""
+  if nd.plain:  # the common case (a Module, no shared objects)
+    return nd.build(nd, children)
   cls = nd.cls
-  if nd.plain:  # the common case (a Module, no shared objects), inline
-    obj = _new(cls)
-    fresh = nd.statics.copy()
-    fresh["_nnx_trace"] = current_trace()
-    fresh.update(zip(nd.keys, children))  # (a mode flag, the last child, left out)
-    rec = nd.record
-    if rec[0] != _EPOCH[0]:
-      rec = nd.record = (_EPOCH[0], nd)
-    fresh[_RECORD] = rec
-    _set(obj, "__dict__", fresh)
-    if nd.flag is not None and not _pytree_flags.apply(obj, nd.flag, children[-1]):
-      del fresh[_RECORD]  # rebuilt in another mode: its record is computed again
-    return obj
   trace = current_trace()
   kids = children if type(children) is list else list(children)
   flag_value = kids.pop() if nd.flag is not None else None

@@ -18,12 +18,57 @@ try:  # the fast path: the token of the current trace is reused while that trace
 except (ImportError, AttributeError):  # another jax: every call asks jax (tested in test_tracing)
   _CTX = None  # type: ignore[assignment]
 
-_LAST: list = [None, None]  # (weak reference to the last trace seen, its token)
-
 try:
   from jax._src.core import EvalTrace as _EvalTrace
 except ImportError:  # another jax: compared by token below
   _EvalTrace = None  # type: ignore[assignment,misc]
+
+
+class _RefFromContext:
+  """``.value``: the weak reference JAX keeps to the current trace, read from
+  ``trace_ctx`` (jax releases without the ``trace_state`` config)."""
+
+  __slots__ = ()
+
+  @property
+  def value(self):
+    return _CTX.trace._weakref
+
+
+class _NoRef:
+  """``.value``: a new object every time (another jax: the current trace has no
+  cheap identity, so every token is asked of jax)."""
+
+  __slots__ = ()
+
+  @property
+  def value(self):
+    return object()
+
+
+try:  # a C++ config holding a weak reference to the current trace: ~20 ns a read
+  from jax._src.core import trace_state as TRACE_REF
+
+  if _CTX is None or TRACE_REF.value() is not _CTX.trace:
+    raise ImportError
+except ImportError:
+  TRACE_REF = _RefFromContext() if _CTX is not None else _NoRef()  # type: ignore[assignment]
+# Hot paths read ``TRACE_REF.value`` (an identity of the current trace) and compare
+# it with ``CURRENT[0][0]`` before asking ``entry``.
+
+CURRENT: list = [(None, None, False)]
+"""``[(ref, token, in a transform)]`` of the trace :func:`entry` saw last."""
+
+
+def entry(ref) -> tuple:
+  """``(ref, token, in a transform)`` of the current trace, ``ref`` being a
+  ``TRACE_REF.value`` read now; kept as ``CURRENT[0]`` while that trace is current."""
+  e = CURRENT[0]
+  if e[0] is ref:
+    return e
+  e = (ref, _get_state(convention="flax"), in_transform())
+  CURRENT[0] = e
+  return e
 
 
 def current_trace():
@@ -32,14 +77,9 @@ def current_trace():
   Pytree unflattening makes one per Module and Variable, so the token of the
   current trace is kept and reused while that trace stays current.
   """
-  if _CTX is None:
-    return _get_state(convention="flax")
-  ref = _CTX.trace._weakref
-  if ref is _LAST[0]:
-    return _LAST[1]
-  token = _get_state(convention="flax")
-  _LAST[0], _LAST[1] = ref, token
-  return token
+  ref = TRACE_REF.value
+  e = CURRENT[0]
+  return e[1] if e[0] is ref else entry(ref)[1]
 
 
 _TOP = _get_state(convention="flax")  # the token of the top level (imports run there)

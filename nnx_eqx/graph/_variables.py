@@ -23,9 +23,10 @@ from ._lost_updates import PENDING as _PENDING
 from ._lost_updates import carried as _carried
 from ._lost_updates import note_write as _note_write
 from ._refs import Ref
-from ._tracing import _CTX, _EvalTrace, check_trace, current_trace
-from ._tracing import _LAST as _LAST_TRACE
-from ._tracing import in_transform as _in_transform
+from ._tracing import CURRENT as _CURRENT_TRACE
+from ._tracing import TRACE_REF as _TRACE_REF
+from ._tracing import check_trace, current_trace
+from ._tracing import entry as _trace_entry
 from ._var_defaults import _DEFAULTS, _EAGER
 from ._variable_metadata import MetadataMethods
 
@@ -635,28 +636,37 @@ def _hashable_items(md: dict) -> bool:
 
 
 _new = object.__new__
-_FAST_TRACE = _CTX is not None and _EvalTrace is not None  # (else ask ``in_transform``)
 
 
 def _make_unflatten(cls):
+  # a hot path: one call per Variable each time JAX rebuilds a tree holding it
+  set_dict = _dict_setter(cls)
+
   def unflatten(aux, children):
-    v = _new(cls)
-    d = v.__dict__
-    d["_value"] = children[0]
-    if _FAST_TRACE:  # ``current_trace`` and ``in_transform`` inlined: a hot path
-      t = _CTX.trace
-      d["_trace"] = _LAST_TRACE[1] if t._weakref is _LAST_TRACE[0] else current_trace()
-      copy = type(t) is not _EvalTrace
+    ref = _TRACE_REF.value
+    e = _CURRENT_TRACE[0]
+    if e[0] is not ref:
+      e = _trace_entry(ref)
+    if e[2]:  # rebuilt inside a JAX trace: a copy (see ``_lost_updates``)
+      d = {"_value": children[0], "_trace": e[1], _COPY_MARK: True}
     else:
-      d["_trace"] = current_trace()
-      copy = _in_transform()
-    if copy:
-      d[_COPY_MARK] = True  # rebuilt inside a JAX trace (see ``_lost_updates``)
+      d = {"_value": children[0], "_trace": e[1]}
     if aux:  # else its own empty metadata dict is made on first use (``__getattr__``)
       d["_metadata"] = dict(aux.items) if isinstance(aux, _MetaBox) else dict(aux)
+    v = _new(cls)
+    set_dict(v, d)
     return v
 
   return unflatten
+
+
+def _dict_setter(cls):
+  """The ``__dict__`` descriptor's setter of ``cls`` (no ``__setattr__`` lookup)."""
+  for k in cls.__mro__:
+    descr = k.__dict__.get("__dict__")
+    if descr is not None and hasattr(descr, "__set__"):
+      return descr.__set__
+  return lambda obj, d: object.__setattr__(obj, "__dict__", d)
 
 
 def register_variable_pytree(cls: type) -> None:
