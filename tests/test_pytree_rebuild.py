@@ -230,3 +230,57 @@ def test_equinox_training_loop_over_nnx_modules_traces_once_and_matches_equinox(
   s_out, _, traces = _train(_Stack(3), lambda m, x: m(x), 5)
   assert traces == 1
   assert s_out.layers[0].kernel.value.shape == (4, 4)
+
+
+class _Wide(nnx.Module):
+  """A module whose children have names no generated code could hold as-is."""
+
+  def __init__(self, names):
+    for i, name in enumerate(names):
+      setattr(self, name, nnx.Param(jnp.full((2,), float(i))))
+
+
+@pytest.mark.parametrize(
+  "names",
+  [
+    ["a", "b"],
+    ["it's", 'say "x"', "two\nlines", "back\\slash"],  # quoted into generated code
+    [f"p{i}" for i in range(300)],  # more children than one generated function holds
+  ],
+  ids=["plain", "odd-names", "300-children"],
+)
+def test_rebuilt_nodes_hold_every_child_under_its_own_name(names):
+  m = _Wide(names)
+  leaves, treedef = jax.tree.flatten(m)
+  r = jax.tree.unflatten(treedef, [x + 1 for x in leaves])
+  for i, name in enumerate(names):
+    assert type(getattr(r, name)) is nnx.Param
+    assert jnp.array_equal(getattr(r, name).value, jnp.full((2,), i + 1.0))
+    assert jnp.array_equal(getattr(m, name).value, jnp.full((2,), float(i)))  # untouched
+  assert jax.tree.structure(r) == treedef
+
+
+def test_long_lists_rebuild_item_by_item():
+  m = nnx.List([nnx.Param(jnp.full((1,), float(i))) for i in range(300)])
+  r = jax.tree.map(lambda x: -x, m)
+  assert [float(v.value[0]) for v in r] == [-float(i) for i in range(300)]
+
+
+def test_modules_rebuilt_inside_a_trace_belong_to_it():
+  """A node rebuilt while a transform traces gets that trace's token (so
+  mutating it afterwards, outside, is refused as in flax.nnx), and a node rebuilt
+  at the top level after that gets the top level's again."""
+  m = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
+  inside = []
+
+  @jax.jit
+  def f(m):
+    inside.append(m)
+    m.kernel.value = m.kernel.value * 2  # allowed: the copy belongs to this trace
+    return m
+
+  out = f(m)
+  with pytest.raises(nnx.TraceContextError):
+    inside[0].kernel.value = jnp.zeros((2, 2))
+  out.kernel.value = jnp.zeros((2, 2))  # a top-level rebuild is mutable at the top level
+  assert jnp.array_equal(out.kernel.value, jnp.zeros((2, 2)))

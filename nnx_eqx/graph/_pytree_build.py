@@ -15,6 +15,7 @@ the children put in.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from . import _pytree_flags, _tracing, _version
@@ -23,7 +24,7 @@ RECORD = "_nnx_pv"
 """The attribute holding a node's ``(epoch, NodeDef)`` record."""
 
 _EPOCH = _version._epoch
-_BUILDERS: dict[tuple, Any] = {}
+_MAX_GENERATED = 256  # more children (a long ``nnx.List``): the loop, not a long function
 
 
 def rebase(nd: Any, ref: Any) -> None:
@@ -51,43 +52,27 @@ def build(nd, c):
 """
 
 
-def _fill_loop(nd: Any, c: Any) -> Any:
-  """The builder for child names that are not all strings (no generated code)."""
-  ref = _tracing.TRACE_REF.value
-  key = nd.base_key
-  if key[0] is not ref or key[1] is not _EPOCH[0]:
-    rebase(nd, ref)
-  d = nd.base.copy()
-  for k, v in zip(nd.keys, c):
-    d[k] = v
-  obj = object.__new__(nd.cls)
-  object.__setattr__(obj, "__dict__", d)
-  if nd.flag is not None and not _pytree_flags.apply(obj, nd.flag, c[-1]):
-    del d[RECORD]
-  return obj
+def _generate(fill: str) -> Any:
+  namespace = {
+    "TRACE_REF": _tracing.TRACE_REF,
+    "EPOCH": _EPOCH,
+    "rebase": rebase,
+    "new": object.__new__,
+    "setattr_": object.__setattr__,
+    "apply_flag": _pytree_flags.apply,
+    "RECORD": RECORD,
+  }
+  exec(compile(_TEMPLATE.format(fill=fill), "<nnx_eqx node builder>", "exec"), namespace)  # noqa: S102
+  return namespace["build"]
 
 
+_BUILD_BY_LOOP = _generate("  for k, v in zip(nd.keys, c):\n    d[k] = v")
+
+
+@functools.lru_cache(maxsize=1024)
 def builder(keys: tuple) -> Any:
   """``build(nd, children)``: a new plain node of ``nd`` whose attributes
   ``keys`` are ``children`` (in order; a mode child, if any, last)."""
-  fn = _BUILDERS.get(keys)
-  if fn is not None:
-    return fn
-  if not all(type(k) is str for k in keys):
-    fn = _fill_loop
-  else:
-    fill = "\n".join(f"  d[{k!r}] = c[{i}]" for i, k in enumerate(keys)) or "  pass"
-    namespace = {
-      "TRACE_REF": _tracing.TRACE_REF,
-      "EPOCH": _EPOCH,
-      "rebase": rebase,
-      "new": object.__new__,
-      "setattr_": object.__setattr__,
-      "apply_flag": _pytree_flags.apply,
-      "RECORD": RECORD,
-    }
-    exec(compile(_TEMPLATE.format(fill=fill), "<nnx_eqx node builder>", "exec"), namespace)  # noqa: S102
-    fn = namespace["build"]
-  _BUILDERS[keys] = fn
-  return fn
-
+  if len(keys) > _MAX_GENERATED or not all(type(k) in (str, int) for k in keys):
+    return _BUILD_BY_LOOP  # (no code is made of unusual names)
+  return _generate("\n".join(f"  d[{k!r}] = c[{i}]" for i, k in enumerate(keys)) or "  pass")

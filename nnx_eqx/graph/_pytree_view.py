@@ -32,6 +32,7 @@ Leaf values are not structure: a raw-array attribute that a pytree map set to
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any
 
 import jax
@@ -128,6 +129,8 @@ class NodeDef:
     "base_key",
     "plain",
     "build",
+    "getter",
+    "single",
     "_hash",
   )
 
@@ -154,6 +157,11 @@ class NodeDef:
     self.base, self.base_key = self.statics, (None, None)
     self.plain = module and not refs
     self.build = _pytree_build.builder(self.keys) if self.plain else None
+    # ``getter(node.__dict__)``: the children of a node flattened by the fast path
+    # (plain, no views, no mode child), a tuple, or the one child if ``single``
+    fast = self.plain and not views and flag is None and self.keys
+    self.getter = itemgetter(*self.keys) if fast else None
+    self.single = len(self.keys) == 1
     self._hash = hash((cls, layout, refs))
 
   def __reduce__(self):
@@ -445,7 +453,10 @@ def flatten(node: Any) -> tuple[list, NodeDef]:
   rec = d.get(_RECORD)
   if rec is not None and rec[0] == _EPOCH[0]:
     nd = rec[1]
-    if nd.plain and not nd.views:  # the common case, inline
+    g = nd.getter
+    if g is not None:  # the common case, inline
+      return ((g(d),) if nd.single else g(d)), nd
+    if nd.plain and not nd.views:
       kids = [d[k] for k in nd.keys]
       if nd.flag is not None:
         kids.append(_pytree_flags.child(node, nd.mode))

@@ -584,8 +584,10 @@ class Perturbation(Intermediate[A]):
 
 def _aux(v: Variable):
   md = v.__dict__.get("_metadata")
-  if not md:
-    return ()
+  return _metadata_aux(md) if md else ()
+
+
+def _metadata_aux(md: dict):
   if _hashable_items(md):
     return tuple(sorted(md.items(), key=lambda kv: kv[0]))
   return _MetaBox(md)
@@ -600,10 +602,12 @@ def _var_flatten_with_keys(v: Variable):
   return ((_VALUE_KEY, v.__dict__["_value"]),), _aux(v)
 
 
-def _var_flatten(v: Variable):
+def _var_flatten(v: Variable):  # a hot path: ``_aux`` inlined
   if _PENDING:
     _carried((v,))
-  return (v.__dict__["_value"],), _aux(v)
+  d = v.__dict__
+  md = d.get("_metadata")
+  return (d["_value"],), (_metadata_aux(md) if md else ())
 
 
 class _MetaBox:
