@@ -15,12 +15,17 @@ Side by side in one process (interleaved rounds, medians):
   ``nnx.to_eqx`` of an NNX model, at depth 2 / 8 / 32, on a batch and on one
   example, and the pieces of such a step at depth 8, each against the same code
   on the Equinox model (target: ratio <= 1.05, flat in depth; see
-  ``_eqx_training.py``).
+  ``_eqx_training.py``);
+* small user-written Equinox models (linear regression, PCA, a scaler pipeline:
+  60-100 us steps) trained the same way, on the Equinox model and on its
+  ``nnx.from_eqx`` conversion, where a fixed per-step cost would show (target:
+  ratio <= 1.10; see ``_small_models.py``).
 
     python benchmarks/bridge.py            # full run
     python benchmarks/bridge.py --quick    # fewer repeats, smaller sizes
 
-``main`` returns ``{"conversion": rows, "filter_jit": rows, "eqx_training": rows}``.
+``main`` returns ``{"conversion": rows, "filter_jit": rows, "eqx_training": rows,
+"small_models": rows}``.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ import nnx_eqx as nnx
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _common import interleaved, print_table  # noqa: E402
 from _eqx_training import models, piece_fns, step_fns  # noqa: E402
+from _small_models import cases as small_cases  # noqa: E402
+from _small_models import step_fn as small_step  # noqa: E402
 
 
 class Stack(eqx.Module):
@@ -131,10 +138,32 @@ def eqx_training_rows(depths, n, rounds) -> list[dict]:
   return rows
 
 
+def small_model_rows(n, rounds) -> list[dict]:
+  rows = []
+  for name, (e, loss) in small_cases().items():
+    times = interleaved(
+      {"equinox model": small_step(e, loss), "nnx_eqx module": small_step(nnx.from_eqx(e), loss)},
+      n=n,
+      rounds=rounds,
+    )
+    for impl, t in times.items():
+      rows.append(
+        {
+          "case": f"train step, {name}",
+          "impl": impl,
+          "us": t * 1e6,
+          "baseline": impl == "equinox model",
+        }
+      )
+  return rows
+
+
 def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--quick", action="store_true", help="fewer repeats, smaller sizes")
-  p.add_argument("--only", choices=("conversion", "filter_jit", "eqx_training"), help="one table")
+  p.add_argument(
+    "--only", choices=("conversion", "filter_jit", "eqx_training", "small_models"), help="one table"
+  )
   args = p.parse_args(argv)
   sizes = (10, 100, 1000) if args.quick else (10, 100, 1000, 10000)
   n, rounds = (20, 3) if args.quick else (100, 7)
@@ -152,6 +181,9 @@ def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
   if args.only in (None, "eqx_training"):
     tr = out["eqx_training"] = eqx_training_rows((2, 8, 32), n, rounds)
     print_table("Equinox-style training (target: nnx_eqx <= 1.05x the Equinox model)", tr)
+  if args.only in (None, "small_models"):
+    sm = out["small_models"] = small_model_rows(n * 5, rounds)
+    print_table("Small user-written Equinox models (target: nnx_eqx <= 1.10x)", sm)
   return out
 
 

@@ -5,7 +5,10 @@ Models: ``n/2`` ``Linear(4, 4)`` layers (``n`` Variables), as
 
 * a native NNX module (``nnx.List`` of ``nnx.Linear``) vs an ``eqx.Module``
   holding a list of ``eqx.nn.Linear`` (the same layers written in Equinox);
-* ``nnx.from_eqx`` of that Equinox model vs the Equinox model itself.
+* ``nnx.from_eqx`` of that Equinox model vs the Equinox model itself;
+* with flax installed (the ``bench`` extra), a ``flax.nnx`` column on the native
+  rows: the same module written with ``flax.nnx`` (flax 0.12 modules are nested
+  pytrees too).
 
 Rows: flatten of the model as built, flatten of a model rebuilt by a pytree map
 (what ``eqx.filter_jit`` and ``eqx.apply_updates`` hand back), and unflatten,
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import pathlib
 import sys
+from collections.abc import Callable
 
 import equinox as eqx
 import jax
@@ -27,7 +31,9 @@ import jax
 import nnx_eqx as nnx
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import interleaved, print_table  # noqa: E402
+from _common import flax_nnx, interleaved, print_table  # noqa: E402
+
+fnnx = flax_nnx()
 
 
 class EqxLayers(eqx.Module):
@@ -40,13 +46,29 @@ class NnxLayers(nnx.Module):
 
 
 def models(n_vars: int) -> dict[str, tuple]:
-  """``{comparison: (equinox model, nnx model)}`` with ``n_vars`` Variables each."""
+  """``{comparison: (equinox model, nnx model, flax.nnx model or None)}`` with
+  ``n_vars`` Variables each."""
   n_layers = max(1, n_vars // 2)
   keys = jax.random.split(jax.random.key(0), n_layers)
   e = EqxLayers([eqx.nn.Linear(4, 4, key=k) for k in keys])
+  f = None
+  if fnnx is not None:
+    f = fnnx.Module()
+    f.layers = fnnx.List([fnnx.Linear(4, 4, rngs=fnnx.Rngs(0)) for _ in range(n_layers)])
   return {
-    "native": (e, NnxLayers(n_layers, nnx.Rngs(0))),
-    "from_eqx": (e, nnx.from_eqx(e)),
+    "native": (e, NnxLayers(n_layers, nnx.Rngs(0)), f),
+    "from_eqx": (e, nnx.from_eqx(e), None),
+  }
+
+
+def _cases(m: object) -> dict[str, Callable[[], None]]:
+  """``{operation: timed function}`` of one model."""
+  rebuilt = jax.tree.map(lambda x: x, m)
+  leaves, treedef = jax.tree.flatten(m)
+  return {
+    "flatten": lambda: _none(jax.tree.flatten(m)),
+    "flatten (rebuilt)": lambda: _none(jax.tree.flatten(rebuilt)),
+    "unflatten": lambda: _none(jax.tree.unflatten(treedef, leaves)),
   }
 
 
@@ -57,25 +79,15 @@ def _none(_: object) -> None:
 def rows(sizes, n, rounds) -> list[dict]:
   out = []
   for size in sizes:
-    for label, (e, m) in models(size).items():
-      e2, m2 = jax.tree.map(lambda x: x, e), jax.tree.map(lambda x: x, m)
-      (le, te), (lm, tm) = jax.tree.flatten(e), jax.tree.flatten(m)
-      assert len(le) == len(lm), (len(le), len(lm))
-      cases = {
-        "flatten": (lambda: _none(jax.tree.flatten(e)), lambda: _none(jax.tree.flatten(m))),
-        "flatten (rebuilt)": (
-          lambda: _none(jax.tree.flatten(e2)),
-          lambda: _none(jax.tree.flatten(m2)),
-        ),
-        "unflatten": (
-          lambda: _none(jax.tree.unflatten(te, le)),
-          lambda: _none(jax.tree.unflatten(tm, lm)),
-        ),
-      }
-      for op, (fe, fm) in cases.items():
+    for label, (e, m, f) in models(size).items():
+      assert len(jax.tree.leaves(e)) == len(jax.tree.leaves(m))
+      impls = {"equinox model": _cases(e), "nnx_eqx module": _cases(m)}
+      if f is not None:
+        impls["flax.nnx module"] = _cases(f)
+      for op in impls["equinox model"]:
         case = f"{op}, {size} Variables ({label})"
         times = interleaved(
-          {"equinox model": fe, "nnx_eqx module": fm},
+          {impl: fns[op] for impl, fns in impls.items()},
           n=max(1, n // max(1, size // 10)),
           rounds=rounds,
           warmup=2,
