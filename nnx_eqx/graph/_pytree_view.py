@@ -445,7 +445,7 @@ def _flatten_pending(node: Any) -> tuple[list, NodeDef]:
   return kids, nd
 
 
-def flatten(node: Any) -> tuple[list, NodeDef]:
+def flatten(node: Any) -> tuple[Any, NodeDef]:
   """``(children, aux)`` of a graph node (JAX's flatten)."""
   if _PENDING:  # written copies exist
     return _flatten_pending(node)
