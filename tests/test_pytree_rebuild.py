@@ -255,8 +255,8 @@ def test_rebuilt_nodes_hold_every_child_under_its_own_name(names):
   r = jax.tree.unflatten(treedef, [x + 1 for x in leaves])
   for i, name in enumerate(names):
     assert type(getattr(r, name)) is nnx.Param
-    assert jnp.array_equal(getattr(r, name).value, jnp.full((2,), i + 1.0))
-    assert jnp.array_equal(getattr(m, name).value, jnp.full((2,), float(i)))  # untouched
+    assert_trees_equal(getattr(r, name).value, jnp.full((2,), i + 1.0))
+    assert_trees_equal(getattr(m, name).value, jnp.full((2,), float(i)))  # untouched
   assert jax.tree.structure(r) == treedef
 
 
@@ -283,4 +283,4 @@ def test_modules_rebuilt_inside_a_trace_belong_to_it():
   with pytest.raises(nnx.TraceContextError):
     inside[0].kernel.value = jnp.zeros((2, 2))
   out.kernel.value = jnp.zeros((2, 2))  # a top-level rebuild is mutable at the top level
-  assert jnp.array_equal(out.kernel.value, jnp.zeros((2, 2)))
+  assert_trees_equal(out.kernel.value, jnp.zeros((2, 2)))
