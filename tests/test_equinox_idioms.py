@@ -264,3 +264,97 @@ def test_flatten_unflatten_law(m):
   assert len(leaves) == len(nnx.state(m).flat_state())
   assert same_graph(jax.tree.unflatten(treedef, leaves), m)
   assert same_graph(jax.tree.map(lambda x: x, m), m)
+
+
+def _array_for(v):
+  return jnp.full(jnp.shape(v[...]), 0.5, jnp.result_type(v[...]))
+
+
+_LAYERS = {
+  "Linear": (lambda: nnx.Linear(3, 2, rngs=nnx.Rngs(0)), jnp.ones((4, 3))),
+  "Conv": (lambda: nnx.Conv(2, 3, (3,), rngs=nnx.Rngs(0)), jnp.ones((1, 5, 2))),
+  "Embed": (lambda: nnx.Embed(4, 3, rngs=nnx.Rngs(0)), jnp.array([0, 3])),
+  "LayerNorm": (lambda: nnx.LayerNorm(3, rngs=nnx.Rngs(0)), jnp.arange(6.0).reshape(2, 3)),
+  "BatchNorm (eval)": (
+    lambda: nnx.BatchNorm(3, use_running_average=True, rngs=nnx.Rngs(0)),
+    jnp.arange(6.0).reshape(2, 3),
+  ),
+  "LoRA": (lambda: nnx.LoRA(3, 2, 4, rngs=nnx.Rngs(0)), jnp.ones((2, 3))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_LAYERS))
+def test_layers_compute_with_arrays_put_where_their_variables_were(name):
+  """``eqx.tree_at(lambda m: m.kernel, m, array)`` replaces the Variable node by
+  the array; the layer computes with it, exactly as with a Variable holding the
+  same array (flax.nnx 0.12's layers behave so too)."""
+  make, x = _LAYERS[name]
+  m = make()
+  variables = jax.tree.leaves(m, is_leaf=lambda v: isinstance(v, nnx.Variable))
+  variables = [v for v in variables if isinstance(v, nnx.Variable)]
+  arrays = [_array_for(v) for v in variables]
+  with_arrays = eqx.tree_at(lambda t: _variables(t), m, arrays)
+  with_values = eqx.tree_at(lambda t: [v.value for v in _variables(t)], m, arrays)
+  assert not any(isinstance(v, nnx.Variable) for v in _variables_or_arrays(with_arrays))
+  assert_trees_equal(with_arrays(x), with_values(x))
+
+
+def _variables(m):
+  leaves = jax.tree.leaves(m, is_leaf=lambda v: isinstance(v, nnx.Variable))
+  return [v for v in leaves if isinstance(v, nnx.Variable)]
+
+
+def _variables_or_arrays(m):
+  return jax.tree.leaves(m, is_leaf=lambda v: isinstance(v, nnx.Variable))
+
+
+@pytest.mark.parametrize(
+  "make, x",
+  [
+    (lambda k: eqx.nn.MLP(2, 2, 4, 2, key=k), jnp.ones(2)),
+    (lambda k: eqx.nn.Conv1d(2, 3, 3, key=k), jnp.ones((2, 5))),
+    (lambda k: eqx.nn.Embedding(4, 3, key=k), jnp.array(2)),
+  ],
+  ids=["MLP", "Conv1d", "Embedding"],
+)
+def test_equinox_surgery_on_a_converted_model_matches_the_same_surgery_in_equinox(make, x):
+  """Equinox's surgery idiom (replace a layer's weight by an array) on a
+  converted model gives the Equinox model's output after the same surgery, and
+  the result converts back."""
+  e = make(jax.random.key(0))
+
+  def weight(m):
+    return (m.layers[-1] if hasattr(m, "layers") else m).weight
+
+  new_weight = jnp.full(weight(e).shape, 0.25)
+  expected = eqx.tree_at(weight, e, new_weight)
+  got = eqx.tree_at(weight, nnx.from_eqx(e), new_weight)
+  assert_trees_equal(got(x), expected(x))
+  assert_trees_equal(nnx.to_eqx(got)(x), expected(x))
+
+
+@pytest.mark.parametrize(
+  "make, nnx_name, eqx_name",
+  [
+    (lambda: eqx.nn.Embedding(4, 3, key=jax.random.key(0)), "embedding", "weight"),
+    (lambda: eqx.nn.LayerNorm(3), "scale", "weight"),
+    (lambda: eqx.nn.RMSNorm(3), "scale", "weight"),
+    (lambda: eqx.nn.BatchNorm(3, "batch", mode="batch"), "scale", "weight"),
+    (lambda: eqx.nn.Dropout(0.3), "rate", "p"),
+  ],
+  ids=["Embedding", "LayerNorm", "RMSNorm", "BatchNorm", "Dropout"],
+)
+def test_converted_layers_answer_to_equinox_field_names(make, nnx_name, eqx_name):
+  """Where a converted layer names a field as NNX does, Equinox's name reads and
+  sets the same object, and ``eqx.tree_at`` through it replaces that attribute."""
+  e = make()
+  m = nnx.from_eqx(e)
+  assert getattr(m, eqx_name) is getattr(m, nnx_name)
+  if isinstance(getattr(m, nnx_name), nnx.Variable):
+    new = jnp.full(getattr(e, eqx_name).shape, 0.5)
+    out = eqx.tree_at(lambda t: getattr(t, eqx_name), m, new)
+    assert_trees_equal(getattr(out, nnx_name), new)
+    assert getattr(m, nnx_name) is not getattr(out, nnx_name)  # the input is untouched
+  replacement = getattr(m, nnx_name)
+  setattr(m, eqx_name, replacement)
+  assert getattr(m, nnx_name) is replacement and eqx_name not in vars(m)

@@ -23,8 +23,23 @@ from jax import lax
 from ..graph._variables import Param
 from ..module._module import Module
 from ..module._rngs import Rngs, RngStream
+from ..nn._common import read
 from ._errors import MissingKeyError
 from ._random import draw_key, dropout_active, resolve_inference
+
+
+def equinox_name(attr: str) -> property:
+  """A property under Equinox's field name that reads and sets ``attr`` (the same
+  object), so Equinox code (``m.weight``, ``eqx.tree_at(lambda m: m.weight, ...)``)
+  runs on a layer whose NNX attribute has another name."""
+
+  def get(self: Any) -> Any:
+    return getattr(self, attr)
+
+  def set_(self: Any, value: Any) -> None:
+    setattr(self, attr, value)
+
+  return property(get, set_, doc=f"Equinox's name for ``{attr}`` (the same object).")
 
 
 class Linear(Module):
@@ -71,9 +86,9 @@ class Linear(Module):
         if jnp.shape(x) != ():
           raise ValueError(f"x must have scalar shape, got {jnp.shape(x)}")
         x = jnp.broadcast_to(x, (1,))
-      y = self.weight.value @ x
+      y = read(self.weight) @ x
       if self.bias is not None:
-        y = y + self.bias.value
+        y = y + read(self.bias)
       if self.out_features == "scalar":
         y = jnp.squeeze(y)
       return y
@@ -140,7 +155,7 @@ class Conv(Module):
       # expand_dims/squeeze as Equinox writes them: older jax lowers x[None]/y[0] otherwise
       y = lax.conv_general_dilated(
         jnp.expand_dims(x, axis=0),
-        self.weight.value,
+        read(self.weight),
         window_strides=self.stride,
         padding=padding,
         rhs_dilation=self.dilation,
@@ -148,7 +163,7 @@ class Conv(Module):
       )
       y = jnp.squeeze(y, axis=0)
       if self.bias is not None:
-        y = y + self.bias.value
+        y = y + read(self.bias)
       return y
 
 
@@ -172,6 +187,7 @@ class Embedding(Module):
   embedding: Param
   num_embeddings: int
   embedding_size: int
+  weight = equinox_name("embedding")
 
   def __call__(self, x: Any, *, key: Any = None) -> jax.Array:
     with jax.named_scope("bridge.Embedding"):
@@ -180,7 +196,7 @@ class Embedding(Module):
           "`Embedding()(x)` should be called with a scalar index `x`. Use `jax.vmap`"
           " if you would like to index with multiple values."
         )
-      return self.embedding.value[x]
+      return read(self.embedding)[x]
 
 
 class Dropout(Module):
@@ -221,6 +237,7 @@ class Dropout(Module):
 
   rate: float
   deterministic: bool
+  p = equinox_name("rate")
   rngs: RngStream | None = None  # a stream is set by from_eqx(..., rngs=...)
 
   def __call__(

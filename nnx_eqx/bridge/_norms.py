@@ -10,8 +10,9 @@ from jax import lax
 
 from ..graph._variables import BatchStat, Param
 from ..module._module import Module
+from ..nn._common import read
 from ._generic import check_placeholder
-from ._layers import NO_STATE
+from ._layers import NO_STATE, equinox_name
 
 
 def _compute_dtype(x: jax.Array):
@@ -21,9 +22,9 @@ def _compute_dtype(x: jax.Array):
 
 def _affine(m: Any, out: jax.Array, dtype: Any) -> jax.Array:
   if m.scale is not None:
-    out = m.scale.value.astype(dtype) * out
+    out = read(m.scale).astype(dtype) * out
   if m.bias is not None:
-    out = out + m.bias.value.astype(dtype)
+    out = out + read(m.bias).astype(dtype)
   return out
 
 
@@ -68,6 +69,7 @@ class LayerNorm(Module):
   eps: float
   use_weight: bool
   use_bias: bool
+  weight = equinox_name("scale")
 
   def __call__(self, x: jax.Array, state: Any = NO_STATE, *, key: Any = None) -> Any:
     with jax.named_scope("bridge.LayerNorm"):
@@ -107,6 +109,7 @@ class RMSNorm(Module):
   eps: float
   use_weight: bool
   use_bias: bool
+  weight = equinox_name("scale")
 
   def __call__(self, x: jax.Array, state: Any = NO_STATE, *, key: Any = None) -> Any:
     with jax.named_scope("bridge.RMSNorm"):
@@ -161,6 +164,7 @@ class BatchNorm(Module):
 
   scale: Param | None
   bias: Param | None
+  weight = equinox_name("scale")
   counter: BatchStat
   first_time: BatchStat
   mean: BatchStat
@@ -188,7 +192,7 @@ class BatchNorm(Module):
 
       if self.mode == "ema":
         if inference:
-          mean, var = self.mean.value, self.var.value
+          mean, var = read(self.mean), read(self.var)
         else:
           first = self.first_time.value
           self.first_time.value = jnp.array(False)
@@ -216,8 +220,7 @@ class BatchNorm(Module):
         out = (y - m) / jnp.sqrt(v + self.eps)
         return out * w + b if self.channelwise_affine else out
 
-      w = self.scale.value if self.scale is not None else None
-      b = self.bias.value if self.bias is not None else None
+      w, b = read(self.scale), read(self.bias)
       y = jax.vmap(norm)(x, mean, var, w, b)
       return _out(y, state, "BatchNorm")
 

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 from ..graph._errors import NnxError
 from ..graph._graph import iter_graph
-from ..graph._variables import Param
+from ..graph._variables import Param, Variable
 
 Dtype = Any
 Initializer = Any
@@ -168,6 +168,21 @@ def promote_dtype(args: tuple, /, *, dtype: Dtype | None = None, inexact: bool =
   """
   dt = canonicalize_dtype(*args, dtype=dtype, inexact=inexact)
   return tuple(None if x is None else jnp.asarray(x, dt) for x in args)
+
+
+def read(x: Any) -> Any:
+  """The value a layer computes with: a Variable's value, or ``x`` itself when
+  ``x`` is an array (or None) that a pytree map or ``eqx.tree_at`` put where a
+  Variable was, so such a layer keeps working, as flax.nnx 0.12's layers do
+  (they read ``self.kernel[...]``).
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> from nnx_eqx.nn._common import read
+    >>> read(nnx.Param(jnp.ones(2))).tolist(), read(jnp.zeros(1)).tolist(), read(None)
+    ([1.0, 1.0], [0.0], None)
+  """
+  return x.value if isinstance(x, Variable) else x
 
 
 def canonicalize_tuple(x: int | Iterable[int]) -> tuple[int, ...]:

@@ -26,6 +26,7 @@ from ._common import (
   check_features,
   optional_kwargs,
   promote_dtype,
+  read,
 )
 
 PaddingLike = str | int | Sequence[int | tuple[int, int]]
@@ -223,10 +224,10 @@ class Conv(Module):
           )
         x = jnp.pad(x, [(0, 0), (kernel_dilation[0] * (self.kernel_size[0] - 1), 0), (0, 0)])
         padding = "VALID"
-      kernel = self.kernel.value
+      kernel = read(self.kernel)
       if self.mask is not None:
         kernel = kernel * self.mask
-      bias = self.bias.value if self.bias is not None else None
+      bias = read(self.bias)
       x, kernel, bias = self.promote_dtype((x, kernel, bias), dtype=self.dtype)
       y = self.conv_general_dilated(
         x,
@@ -336,10 +337,10 @@ class ConvTranspose(Module):
     with jax.named_scope(type(self).__name__):
       n = len(self.kernel_size)
       x, batch_shape, nb = _flatten_batch(type(self).__name__, x, n, self.in_features)
-      kernel = self.kernel.value
+      kernel = read(self.kernel)
       if self.mask is not None:
         kernel = kernel * self.mask
-      bias = self.bias.value if self.bias is not None else None
+      bias = read(self.bias)
       x, kernel, bias = self.promote_dtype((x, kernel, bias), dtype=self.dtype)
       strides = _broadcast(self.strides, n)
       padding = canonicalize_padding(self.padding, n)

@@ -21,6 +21,7 @@ from ._common import (
   check_features,
   optional_kwargs,
   promote_dtype,
+  read,
 )
 
 #: flax.nnx's default embedding initializer: normal with std ``1 / sqrt(features)``.
@@ -85,7 +86,7 @@ class Embed(Module):
           f"Embed: ids must be integers, got dtype {ids.dtype}. Fix: cast with"
           " `ids.astype(jnp.int32)`."
         )
-      (embedding,) = self.promote_dtype((self.embedding.value,), dtype=self.dtype, inexact=False)
+      (embedding,) = self.promote_dtype((read(self.embedding),), dtype=self.dtype, inexact=False)
       if self.num_embeddings == 1:
         return jnp.broadcast_to(embedding, (*ids.shape, self.features))
       if out_sharding is not None:
@@ -112,7 +113,7 @@ class Embed(Module):
     """
     with jax.named_scope(f"{type(self).__name__}.attend"):
       check_features("Embed.attend", query, -1, self.features, arg="query")
-      query, embedding = self.promote_dtype((query, self.embedding.value), dtype=self.dtype)
+      query, embedding = self.promote_dtype((query, read(self.embedding)), dtype=self.dtype)
       return jnp.dot(query, embedding.T, **optional_kwargs(out_sharding=out_sharding))
 
 

@@ -35,6 +35,7 @@ from ._common import (
   normalize_axes,
   optional_kwargs,
   promote_dtype,
+  read,
 )
 from ._conv import Conv as Conv
 from ._conv import ConvTranspose as ConvTranspose
@@ -124,9 +125,9 @@ class Linear(Module):
     with jax.named_scope(type(self).__name__):
       # Checked against the kernel as it is here: inside shard_map it is a local
       # shard (tensor parallelism), whose rows may be fewer than in_features.
-      check_features(type(self).__name__, x, -1, jnp.shape(self.kernel.value)[0])
-      bias = self.bias.value if self.bias is not None else None
-      x, kernel, bias = self.promote_dtype((x, self.kernel.value, bias), dtype=self.dtype)
+      check_features(type(self).__name__, x, -1, jnp.shape(read(self.kernel))[0])
+      bias = read(self.bias)
+      x, kernel, bias = self.promote_dtype((x, read(self.kernel), bias), dtype=self.dtype)
       y = self.dot_general(
         x,
         kernel,
@@ -249,8 +250,8 @@ class LinearGeneral(Module):
         )
       nb = len(batch_axis)
       contract = tuple(range(nb, nb + len(axis)))
-      bias = self.bias.value if self.bias is not None else None
-      x, kernel, bias = self.promote_dtype((x, self.kernel.value, bias), dtype=self.dtype)
+      bias = read(self.bias)
+      x, kernel, bias = self.promote_dtype((x, read(self.kernel), bias), dtype=self.dtype)
       if self.dot_general_cls is not None:
         dot_general = self.dot_general_cls()
       else:
@@ -345,8 +346,8 @@ class Einsum(Module):
           "Einsum: no equation. Fix: pass einsum_str to the constructor or the call."
         )
       eq = _check_einsum(eq)
-      bias = self.bias.value if self.bias is not None else None
-      x, kernel, bias = self.promote_dtype((x, self.kernel.value, bias), dtype=self.dtype)
+      bias = read(self.bias)
+      x, kernel, bias = self.promote_dtype((x, read(self.kernel), bias), dtype=self.dtype)
       y = self.einsum_op(
         eq,
         x,

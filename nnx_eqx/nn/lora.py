@@ -13,7 +13,7 @@ from ..graph._variables import Param, Variable
 from ..module._module import Module
 from ..module._rngs import Rngs
 from . import initializers
-from ._common import LayerConfigError, check_features, promote_dtype
+from ._common import LayerConfigError, check_features, promote_dtype, read
 from .linear import Linear
 
 Dtype = Any
@@ -104,7 +104,7 @@ class LoRA(Module):
   def __call__(self, x: jax.Array, **kwargs: Any) -> jax.Array:
     with jax.named_scope(type(self).__name__):
       check_features(type(self).__name__, x, -1, self.in_features)
-      x, a, b = self.promote_dtype((x, self.lora_a.value, self.lora_b.value), dtype=self.dtype)
+      x, a, b = self.promote_dtype((x, read(self.lora_a), read(self.lora_b)), dtype=self.dtype)
       out = x @ a @ b
       if self.base_module is not None:
         out = out + self.base_module(x, **kwargs)

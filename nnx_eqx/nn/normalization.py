@@ -25,6 +25,7 @@ from ._common import (
   PromoteDtypeFn,
   first_from,
   promote_dtype,
+  read,
 )
 from ._norm_stats import (
   Axes,
@@ -147,10 +148,10 @@ class BatchNorm(Module):
       _check_num_features(name, x, self.axis, self.num_features)
       feature_axes = _axes(x.ndim, self.axis)
       reduction_axes = tuple(a for a in range(x.ndim) if a not in feature_axes)
-      scale = self.scale.value if self.scale is not None else None
-      bias = self.bias.value if self.bias is not None else None
+      scale = read(self.scale)
+      bias = read(self.bias)
       x, mean, var, scale, bias = self.promote_dtype(
-        (x, self.mean.value, self.var.value, scale, bias), dtype=self.dtype
+        (x, read(self.mean), read(self.var), scale, bias), dtype=self.dtype
       )
       if not use_ra:
         mean, var = compute_stats(
@@ -249,8 +250,8 @@ class LayerNorm(Module):
   ) -> Float[Array, "*shape"]:
     with jax.named_scope(type(self).__name__):
       _check_num_features(type(self).__name__, x, self.feature_axes, self.num_features)
-      scale = self.scale.value if self.scale is not None else None
-      bias = self.bias.value if self.bias is not None else None
+      scale = read(self.scale)
+      bias = read(self.bias)
       x, scale, bias = self.promote_dtype((x, scale, bias), dtype=self.dtype)
       reduction_axes, feature_axes = self._axes_of(x)
       mean, var = compute_stats(
@@ -328,7 +329,7 @@ class RMSNorm(Module):
   ) -> Float[Array, "*shape"]:
     with jax.named_scope(type(self).__name__):
       _check_num_features(type(self).__name__, x, self.feature_axes, self.num_features)
-      scale = self.scale.value if self.scale is not None else None
+      scale = read(self.scale)
       x, scale = self.promote_dtype((x, scale), dtype=self.dtype)
       mean, var = compute_stats(
         x,
@@ -443,8 +444,8 @@ class GroupNorm(Module):
       group_shape = (*x.shape[:-1], self.num_groups, self.group_size)
       if mask is not None:
         mask = mask.reshape((*mask.shape[:-1], self.num_groups, self.group_size))
-      scale = self.scale.value if self.scale is not None else None
-      bias = self.bias.value if self.bias is not None else None
+      scale = read(self.scale)
+      bias = read(self.bias)
       x, scale, bias = self.promote_dtype((x, scale, bias), dtype=self.dtype)
       stat_axes = [*reduction_axes[:-1], x.ndim]  # the within-group axis of group_shape
       mean, var = compute_stats(
