@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nnx_eqx as nnx
-from nnx_eqx.testing import TraceCounter, assert_trees_equal, graphs, same_graph
+from nnx_eqx.testing import TraceCounter, assert_trees_close, assert_trees_equal, graphs, same_graph
 
 
 class MLP(nnx.Module):
@@ -358,3 +358,50 @@ def test_converted_layers_answer_to_equinox_field_names(make, nnx_name, eqx_name
   replacement = getattr(m, nnx_name)
   setattr(m, eqx_name, replacement)
   assert getattr(m, nnx_name) is replacement and eqx_name not in vars(m)
+
+
+@pytest.mark.parametrize(
+  "make, x, shape",
+  [
+    (lambda k: eqx.nn.Linear(2, 2, use_bias=False, key=k), jnp.ones(2), (2,)),
+    (lambda k: eqx.nn.Conv1d(2, 3, 3, use_bias=False, key=k), jnp.ones((2, 5)), (3, 1)),
+    (lambda k: eqx.nn.LayerNorm(3, use_bias=False), jnp.arange(3.0), (3,)),
+    (lambda k: eqx.nn.RMSNorm(3, use_bias=False), jnp.arange(3.0), (3,)),
+  ],
+  ids=["Linear", "Conv1d", "LayerNorm", "RMSNorm"],
+)
+def test_a_missing_bias_is_a_none_child_that_tree_at_fills_as_in_equinox(make, x, shape):
+  """Equinox's recipe for filling a None field (``is_leaf=lambda x: x is None``)
+  on a converted layer gives what it gives on the Equinox layer."""
+  e = make(jax.random.key(0))
+  c = nnx.from_eqx(e)
+  bias = jnp.full(shape, 0.5)
+  expected = eqx.tree_at(lambda m: m.bias, e, bias, is_leaf=lambda v: v is None)
+  got = eqx.tree_at(lambda m: m.bias, c, bias, is_leaf=lambda v: v is None)
+  assert c.bias is None  # the input is untouched
+  assert_trees_equal(got(x), expected(x))
+  assert_trees_equal(nnx.to_eqx(got)(x), expected(x))
+
+
+@pytest.mark.parametrize(
+  "make, x",
+  [
+    (lambda: nnx.Linear(2, 3, use_bias=False, rngs=nnx.Rngs(0)), jnp.ones(2)),
+    (lambda: nnx.Conv(2, 3, (3,), use_bias=False, rngs=nnx.Rngs(0)), jnp.ones((1, 5, 2))),
+    (lambda: nnx.LayerNorm(3, use_bias=False, rngs=nnx.Rngs(0)), jnp.arange(3.0)),
+  ],
+  ids=["Linear", "Conv", "LayerNorm"],
+)
+def test_native_layers_mark_a_missing_bias_as_data_as_flax_does(make, x):
+  """``bias = nnx.data(None)`` (flax.nnx's layers do the same): a None child, so
+  the None-filling recipe puts a Param there, and the layer adds it; the State
+  and GraphDef are those of a layer without bias."""
+  m = make()
+  assert jax.tree.structure(m).num_leaves == len(jax.tree.leaves(nnx.state(m)))
+  spec = jax.tree.structure(m, is_leaf=lambda v: v is None)
+  assert spec.num_leaves == jax.tree.structure(m).num_leaves + 1  # the None is a child
+  filled = eqx.tree_at(
+    lambda t: t.bias, m, nnx.Param(jnp.ones(jnp.shape(m(x))[-1])), is_leaf=lambda v: v is None
+  )
+  assert type(filled.bias) is nnx.Param and m.bias is None
+  assert_trees_close(filled(x), m(x) + 1.0)

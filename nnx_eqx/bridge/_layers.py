@@ -22,6 +22,7 @@ from jax import lax
 
 from ..graph._variables import Param
 from ..module._module import Module
+from ..module._pytree import Data
 from ..module._rngs import Rngs, RngStream
 from ..nn._common import read
 from ._errors import MissingKeyError
@@ -75,7 +76,7 @@ class Linear(Module):
   """
 
   weight: Param
-  bias: Param | None
+  bias: Data[Param | None]  # data: None is a pytree child, as in Equinox
   in_features: int | str
   out_features: int | str
   use_bias: bool
@@ -132,7 +133,7 @@ class Conv(Module):
   """
 
   weight: Param
-  bias: Param | None
+  bias: Data[Param | None]  # data: None is a pytree child, as in Equinox
   num_spatial_dims: int
   in_channels: int
   out_channels: int
@@ -162,7 +163,7 @@ class Conv(Module):
         feature_group_count=self.groups,
       )
       y = jnp.squeeze(y, axis=0)
-      if self.bias is not None:
+      if self.use_bias:  # Equinox's condition (its Linear asks ``bias is not None``)
         y = y + read(self.bias)
       return y
 

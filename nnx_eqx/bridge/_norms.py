@@ -10,6 +10,7 @@ from jax import lax
 
 from ..graph._variables import BatchStat, Param
 from ..module._module import Module
+from ..module._pytree import Data
 from ..nn._common import read
 from ._generic import check_placeholder
 from ._layers import NO_STATE, equinox_name
@@ -21,9 +22,10 @@ def _compute_dtype(x: jax.Array):
 
 
 def _affine(m: Any, out: jax.Array, dtype: Any) -> jax.Array:
-  if m.scale is not None:
+  # Equinox's conditions: its flags, not whether a parameter is there
+  if m.use_weight:
     out = read(m.scale).astype(dtype) * out
-  if m.bias is not None:
+  if m.use_bias:
     out = out + read(m.bias).astype(dtype)
   return out
 
@@ -63,8 +65,8 @@ class LayerNorm(Module):
     (1e-05, (4,))
   """
 
-  scale: Param | None
-  bias: Param | None
+  scale: Data[Param | None]  # data: None is a pytree child, as in Equinox
+  bias: Data[Param | None]
   shape: tuple[int, ...]
   eps: float
   use_weight: bool
@@ -103,8 +105,8 @@ class RMSNorm(Module):
     ((4,), (4,))
   """
 
-  scale: Param | None
-  bias: Param | None
+  scale: Data[Param | None]  # data: None is a pytree child, as in Equinox
+  bias: Data[Param | None]
   shape: tuple[int, ...]
   eps: float
   use_weight: bool
@@ -162,8 +164,8 @@ class BatchNorm(Module):
     1
   """
 
-  scale: Param | None
-  bias: Param | None
+  scale: Data[Param | None]  # data: None is a pytree child, as in Equinox
+  bias: Data[Param | None]
   weight = equinox_name("scale")
   counter: BatchStat
   first_time: BatchStat

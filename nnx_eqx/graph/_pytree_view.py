@@ -221,10 +221,14 @@ class _Deriver:
     views: dict = {}
     base = self.path(i)
     found: list = []  # (key, child definition, path below it, target index)
+    data_names = _data_names(self.nodes[i]) if module else None
     for k, sub in attrs:
       tag = sub[0]
       if tag == STATIC:
-        layout.append((k, 0, sub[1]))
+        if data_names and k in data_names and sub[1].value is None:
+          layout.append((k, 1, None))  # ``nnx.data(None)``: a child (an empty subtree), as in flax
+        else:
+          layout.append((k, 0, sub[1]))
         continue
       marks: list = []  # (path below k, target index) of this child's references
       if tag == REF:
@@ -288,6 +292,18 @@ class _Deriver:
           marks.extend(((k, *p), t2) for p, t2 in inner)
       return ("c", spec) if spec else None
     return None
+
+
+def _data_names(node: Any) -> Any:
+  """The attributes of a Module marked as data (``nnx.data(...)``, ``nnx.Data[...]``
+  annotations), or None: where such an attribute holds None it is a pytree child,
+  so ``eqx.tree_at(..., is_leaf=lambda x: x is None)`` can put a Param there."""
+  fields = getattr(type(node), "_nnx_fields", None)
+  marks = node.__dict__.get("_nnx_marks")
+  if not (fields or marks):
+    return None
+  kinds = {**(fields or {}), **(marks or {})}
+  return {k for k, kind in kinds.items() if kind}
 
 
 def _mark(spec: Any, sub: tuple, path: tuple) -> Any:

@@ -12,6 +12,7 @@ from jaxtyping import Array, Float
 
 from ..graph._variables import Param
 from ..module._module import Module
+from ..module._pytree import data
 from ..module._rngs import Rngs
 from . import initializers
 from ._common import (
@@ -199,7 +200,7 @@ class Conv(Module):
     self.bias = (
       Param(bias_init(rngs.params(), (out_features,), param_dtype), **(bias_metadata or {}))
       if use_bias
-      else None
+      else data(None)  # data, as in flax.nnx: a pytree child that eqx.tree_at can replace
     )
 
   def __call__(
@@ -330,7 +331,7 @@ class ConvTranspose(Module):
     self.bias = (
       Param(bias_init(rngs.params(), (out_features,), param_dtype), **(bias_metadata or {}))
       if use_bias
-      else None
+      else data(None)  # data, as in flax.nnx: a pytree child that eqx.tree_at can replace
     )
 
   def __call__(self, x: Float[Array, "*in_shape in"]) -> Float[Array, "*out_shape out"]:

@@ -17,6 +17,7 @@ from jax import lax
 from jaxtyping import Array
 
 from ..graph._variables import Param
+from ..module._pytree import data
 from ._common import (
   Dtype,
   InputShapeError,
@@ -122,16 +123,16 @@ def _scale_bias(
   rngs,
   scale_metadata=None,
   bias_metadata=None,
-) -> tuple[Param | None, Param | None]:
+) -> tuple[Any, Any]:
   shape = (num_features,)
   scale = (
     Param(scale_init(params_key(rngs), shape, param_dtype), **(scale_metadata or {}))
     if use_scale
-    else None
+    else data(None)  # data, as in flax.nnx: a pytree child that eqx.tree_at can replace
   )
   bias = (
     Param(bias_init(params_key(rngs), shape, param_dtype), **(bias_metadata or {}))
     if use_bias
-    else None
+    else data(None)
   )
   return scale, bias

@@ -20,6 +20,7 @@ from jaxtyping import Array, Float
 
 from ..graph._variables import Param
 from ..module._module import Module
+from ..module._pytree import data
 from ..module._rngs import Rngs
 from . import initializers
 from ._common import (
@@ -116,7 +117,7 @@ class Linear(Module):
     self.bias = (
       Param(bias_init(rngs.params(), (out_features,), param_dtype), **(bias_metadata or {}))
       if use_bias
-      else None
+      else data(None)  # data, as in flax.nnx: a pytree child that eqx.tree_at can replace
     )
 
   def __call__(
@@ -228,7 +229,7 @@ class LinearGeneral(Module):
       jnp.reshape(kernel_init(rngs.params(), flat, param_dtype), kshape),
       **(kernel_metadata or {}),
     )
-    self.bias = None
+    self.bias = data(None)
     if use_bias:
       bshape = (*batch_shape, *self.out_features)
       b = bias_init(rngs.params(), (math.prod(bshape),), param_dtype)
@@ -333,7 +334,7 @@ class Einsum(Module):
     self.bias = (
       Param(bias_init(rngs.params(), self.bias_shape, param_dtype), **(bias_metadata or {}))
       if self.bias_shape is not None
-      else None
+      else data(None)
     )
 
   def __call__(
