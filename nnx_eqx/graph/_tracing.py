@@ -77,9 +77,7 @@ def current_trace():
   Pytree unflattening makes one per Module and Variable, so the token of the
   current trace is kept and reused while that trace stays current.
   """
-  ref = TRACE_REF.value
-  e = CURRENT[0]
-  return e[1] if e[0] is ref else entry(ref)[1]
+  return entry(TRACE_REF.value)[1]
 
 
 _TOP = _get_state(convention="flax")  # the token of the top level (imports run there)
