@@ -14,13 +14,18 @@ Modules and Variables at a time, each side by side with the same number of
    attributes, as in flax.nnx), so a rebuilt one gets its ``__dict__`` assigned;
 4. + Modules holding a ``__dict__`` of 11 static attributes and a trace token.
 
-Not run by ``run_all.py`` (it measures stand-ins, not the library):
+The stand-ins read the trace token through nnx_eqx's own functions; the library
+inlines that read. ``main`` returns one row per step and implementation:
 
-    python benchmarks/pytree_floor.py
+    python benchmarks/pytree_floor.py            # full run
+    python benchmarks/pytree_floor.py --quick    # fewer repeats
 """
 
 from __future__ import annotations
 
+import argparse
+import pathlib
+import sys
 import timeit
 
 import equinox as eqx
@@ -29,13 +34,16 @@ import jax.numpy as jnp
 
 from nnx_eqx.graph._tracing import CURRENT, TRACE_REF, entry
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from _common import print_table  # noqa: E402
+
 _new = object.__new__
 _LAYERS = 500
 
 
-def _best_us(fn, n: int = 200) -> float:
+def _best_us(fn, n: int, repeat: int) -> float:
   fn()
-  return min(timeit.repeat(fn, number=n, repeat=9)) / n * 1e6
+  return min(timeit.repeat(fn, number=n, repeat=repeat)) / n * 1e6
 
 
 def _stand_ins(token: bool, own_setattr: bool, module_dict: bool) -> list:
@@ -107,7 +115,7 @@ def _stand_ins(token: bool, own_setattr: bool, module_dict: bool) -> list:
   ]
 
 
-def run() -> list[tuple[str, float, float]]:
+def rows(n: int, repeat: int) -> list[dict]:
   keys = jax.random.split(jax.random.key(0), _LAYERS)
   leaves_e, tree_e = jax.tree.flatten([eqx.nn.Linear(4, 4, key=k) for k in keys])
   steps = [
@@ -119,12 +127,22 @@ def run() -> list[tuple[str, float, float]]:
   out = []
   for label, flags in steps:
     leaves, tree = jax.tree.flatten(_stand_ins(*flags))
-    ours = _best_us(lambda: jax.tree.unflatten(tree, leaves))  # noqa: B023
-    theirs = _best_us(lambda: jax.tree.unflatten(tree_e, leaves_e))
-    out.append((label, ours, theirs))
-    print(f"{label:<55} {ours:6.0f} us vs Equinox {theirs:4.0f} us: {ours / theirs:.2f}x")
+    case = f"unflatten 1000 Variables: {label}"
+    stand_in = _best_us(lambda: jax.tree.unflatten(tree, leaves), n, repeat)  # noqa: B023
+    theirs = _best_us(lambda: jax.tree.unflatten(tree_e, leaves_e), n, repeat)
+    out.append({"case": case, "impl": "equinox model", "us": theirs, "baseline": True})
+    out.append({"case": case, "impl": "stand-in", "us": stand_in})
+  return out
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  p.add_argument("--quick", action="store_true", help="fewer repeats")
+  args = p.parse_args(argv)
+  out = rows(*((50, 3) if args.quick else (200, 9)))
+  print_table("Parts of a module's pytree rebuild, with stand-in classes (ratios vs Equinox)", out)
   return out
 
 
 if __name__ == "__main__":
-  run()
+  main()
