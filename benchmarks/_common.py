@@ -12,6 +12,7 @@ first row. ``run_all.py`` collects every script's rows into one report.
 
 from __future__ import annotations
 
+import gc
 import os
 import platform
 import statistics
@@ -99,7 +100,10 @@ def interleaved(
   """Median seconds per call of each function, timed side by side.
 
   Each round runs ``n`` back-to-back calls of every function in turn, so slow
-  drifts of the machine hit every implementation alike. *Pipelined* (default:
+  drifts of the machine hit every implementation alike. Python's garbage
+  collector runs (``gc.collect()``) before each function's share of a round:
+  the collections its own allocations trigger are timed with it, but none
+  that another function's garbage made due. *Pipelined* (default:
   throughput; Python work overlaps the computation): only the last result of a
   round is blocked on, and the median of the rounds' means is returned.
   *Blocked* (``block=True``: per-call latency, as in a training loop that
@@ -115,6 +119,7 @@ def interleaved(
   samples: dict[str, list[float]] = {k: [] for k in fns}
   for _ in range(rounds):
     for k, fn in fns.items():
+      gc.collect()
       if block:
         _blocked_samples(fn, n, samples[k])
       else:
