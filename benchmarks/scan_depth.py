@@ -11,8 +11,8 @@ Measured side by side in one run (train step: value_and_grad + SGD, jitted):
    ``jax.checkpoint`` inside ``jax.lax.scan`` (and flax.nnx's).
 
 Usage: ``python benchmarks/scan_depth.py [--depths 4 16 64] [--width 128]``.
-Run it with ``/work/flaxenv/bin/python`` (``PYTHONPATH`` pointing at this
-repository) for the flax.nnx columns.
+For the flax.nnx columns, run it with an interpreter that has flax installed
+(``PYTHONPATH`` pointing at this repository where nnx_eqx is not installed there).
 """
 
 from __future__ import annotations
