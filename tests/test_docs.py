@@ -7,7 +7,9 @@
 * every page is in the navigation and every navigation entry exists;
 * every Python block in the docs is a doctest (``>>>``), so pytest's doctests over
   ``docs/**/*.md`` run everything the site shows;
-* the generated list of flax.nnx differences names every failing flax test.
+* the generated list of flax.nnx differences names every failing flax test;
+* every generated section committed in a page (``docs/_hooks/generated.py``) is
+  what its generator gives now (``python docs/_hooks/regenerate.py`` rewrites them).
 
 ``mkdocs build --strict`` (in ``.ci/run``) checks links and references and runs
 the same coverage check as a build hook.
@@ -87,6 +89,46 @@ def test_python_blocks_are_doctests(page):
   for block in blocks:
     assert block.startswith(">>> "), f"{page.name}: a ```python block that is not a doctest"
     assert block.endswith("\n\n"), f"{page.name}: leave a blank line before the closing fence"
+
+
+def test_generated_sections_are_current():
+  pytest.importorskip("mkdocs")
+  generated = _load("generated")
+  hooks = _load("mkdocs_hooks")
+  stale, seen = [], 0
+  for page in generated.pages(ROOT):
+    rel = str(page.relative_to(ROOT))
+    text = page.read_text()
+    seen += len(generated.sections(text))
+    names = generated.stale(text, generated.generator(hooks._GENERATED, rel))
+    stale += [f"{rel}: {', '.join(names)}"] if names else []
+  assert seen >= len(hooks._GENERATED), "a generator no page uses, or pages without markers"
+  assert not stale, (
+    f"generated sections not current; run `{generated.COMMAND}` and commit the pages:\n  "
+    + "\n  ".join(stale)
+  )
+
+
+def test_generated_sections_are_found_filled_and_checked():
+  generated = _load("generated")
+  bodies = {"a": "Table A\n", "b": "- b"}
+  generate = generated.generator({k: (lambda v=v: v) for k, v in bodies.items()}, "page.md")
+  text = (
+    "# Page\n\n<!-- generated: a -->\n\nold A\n\n<!-- end generated: a -->\n\n"
+    "text\n\n<!-- generated: b -->\n"
+  )
+  assert [(s.name, s.body) for s in generated.sections(text)] == [("a", "old A"), ("b", None)]
+  assert generated.stale(text, generate) == ["a", "b"]
+  new = generated.fill(text, generate)
+  assert new == (
+    "# Page\n\n<!-- generated: a -->\n\nTable A\n\n<!-- end generated: a -->\n\ntext\n\n"
+    "<!-- generated: b -->\n\n- b\n\n<!-- end generated: b -->\n"
+  )
+  assert generated.stale(new, generate) == [] and generated.fill(new, generate) == new
+  with pytest.raises(KeyError, match="page.md.*generated: c"):
+    generated.stale("<!-- generated: c -->\n", generate)
+  with pytest.raises(ValueError, match="without its opening"):
+    generated.sections("x\n<!-- end generated: a -->\n")
 
 
 def test_flax_differences_name_every_failing_test():

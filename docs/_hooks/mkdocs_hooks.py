@@ -1,4 +1,4 @@
-"""mkdocs hooks (``hooks:`` in mkdocs.yml): what the site generates at build time.
+"""mkdocs hooks (``hooks:`` in mkdocs.yml): what the site adds to the pages in ``docs/``.
 
 * Before the build, every public name must have a docstring and an entry in
   ``docs/api/*.md`` (``api_coverage.py``; ``tests/test_docs.py`` checks the same).
@@ -7,19 +7,25 @@
   rendered by mkdocs-jupyter with their outputs and figures. Executed notebooks
   are cached in ``.docs_cache/`` under a hash of the notebooks and the library
   source, so ``mkdocs serve`` does not re-run them after every edit.
-* ``<!-- generated: flax-differences -->`` in a page becomes the list of flax.nnx
-  tests that fail with nnx_eqx, under the reason each fails, rendered from
-  ``tests/parity/flax_suite_explained.toml`` and ``tests/parity/flax_suite.json``
-  (the same sources as ``tests/parity/flax_suite.md``).
-* ``<!-- generated: benchmark-results -->`` becomes ``benchmarks/results/RESULTS.md``,
-  with its PNG plots added to the site, and ``<!-- generated: benchmark-headline -->``
-  the headline table of the same run, rendered from ``benchmarks/results/results.json``
-  by ``benchmarks/_headline.py`` with the run's machine, load and date (a report
-  that mixes runs stops the build).
-* ``<!-- generated: flax-names-missing -->`` becomes the flax.nnx names nnx_eqx
-  does not provide, by reason (``nnx_eqx._flax_missing``).
-* ``<!-- generated: supported-versions -->`` becomes the Python and dependency
-  versions ``pyproject.toml`` requires.
+* Pages link repository files by their repository path (``../../notebooks/NAME.py``);
+  each link that leaves ``docs/`` is pointed at the site's copy (``links.py``).
+* Generated sections (``generated.py``) are committed in the pages, between
+  ``<!-- generated: NAME -->`` and ``<!-- end generated: NAME -->``, and written
+  by ``python docs/_hooks/regenerate.py`` from the functions in ``_GENERATED``
+  below; the build stops while a page's section differs from what its function
+  gives now (``tests/test_docs.py`` checks the same). The sections:
+
+  * ``flax-differences``: the flax.nnx tests that fail with nnx_eqx, under the
+    reason each fails, rendered from ``tests/parity/flax_suite_explained.toml`` and
+    ``tests/parity/flax_suite.json`` (the same sources as ``tests/parity/flax_suite.md``);
+  * ``benchmark-results``: ``benchmarks/results/RESULTS.md``, its PNG plots added to
+    the site, and ``benchmark-headline``: the headline table of the same run,
+    rendered from ``benchmarks/results/results.json`` by ``benchmarks/_headline.py``
+    with the run's machine, load and date (a report that mixes runs is refused);
+  * ``flax-names-missing``: the flax.nnx names nnx_eqx does not provide, by reason
+    (``nnx_eqx._flax_missing``);
+  * ``supported-versions``: the Python and dependency versions ``pyproject.toml``
+    requires.
 """
 
 from __future__ import annotations
@@ -42,6 +48,8 @@ ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 
 import api_coverage  # noqa: E402
+import generated  # noqa: E402
+import links  # noqa: E402
 
 CACHE = ROOT / ".docs_cache"
 
@@ -167,7 +175,8 @@ def benchmark_results() -> str:
   text = (ROOT / "benchmarks" / "results" / "RESULTS.md").read_text()
   text = re.sub(r"^# .*\n", "", text, count=1)
   text = re.sub(r"^(#+) ", r"#\1 ", text, flags=re.M)  # one level below the page's
-  return re.sub(r"\]\(([\w.-]+\.png)\)", r"](../benchmarks/results/\1)", text)
+  # from docs/guides/performance.md, the page that includes it
+  return re.sub(r"\]\(([\w.-]+\.png)\)", r"](../../benchmarks/results/\1)", text)
 
 
 def benchmark_headline() -> str:
@@ -177,19 +186,18 @@ def benchmark_headline() -> str:
   try:
     return headline.render(report)
   except headline.MixedRunsError as e:
-    raise SystemExit(str(e)) from e
+    raise SystemExit(e.args[0]) from e
 
 
 def flax_names_missing() -> str:
-  """The flax.nnx names not provided, one collapsed list per reason."""
+  """The flax.nnx names not provided, one list per reason (plain Markdown, so the page
+  reads the same in the repository and on the site)."""
   from nnx_eqx._flax_missing import MISSING
 
   lines: list[str] = []
   for reason, entry_names in MISSING:
-    names = [n.replace("nnx_eqx", "nnx", 1) for n in entry_names]
-    lines += [f"- {reason}", "", f'    ??? note "{len(names)} names"', ""]
-    lines += [f"        `{n}`  " for n in names]
-    lines.append("")
+    names = [f"`{n.replace('nnx_eqx', 'nnx', 1)}`" for n in entry_names]
+    lines += [f"- {reason}", "", f"    {len(names)} names: {', '.join(names)}.", ""]
   return "\n".join(lines)
 
 
@@ -215,7 +223,14 @@ _GENERATED = {
 
 
 def on_page_markdown(markdown, page, config, files, **kwargs):
-  def fill(m):
-    return _GENERATED[m.group(1)]()
-
-  return re.sub(r"<!-- generated: ([\w-]+) -->", fill, markdown)
+  src = f"docs/{page.file.src_uri}"
+  try:
+    names = generated.stale(markdown, generated.generator(_GENERATED, src))
+    if names:
+      raise SystemExit(
+        f"{src}: generated sections not current ({', '.join(names)}); "
+        f"run `{generated.COMMAND}` and commit the result"
+      )
+    return links.for_site(markdown, src)
+  except (KeyError, ValueError) as e:
+    raise SystemExit(e.args[0]) from e
