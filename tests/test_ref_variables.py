@@ -7,7 +7,12 @@ import jax.numpy as jnp
 import pytest
 
 import nnx_eqx as nnx
-from nnx_eqx.testing import TraceCounter, assert_no_retrace, assert_trees_equal
+from nnx_eqx.testing import (
+  TraceCounter,
+  assert_no_retrace,
+  assert_trees_close,
+  assert_trees_equal,
+)
 
 
 def test_raw_ref_in_and_out_of_nnx_jit():
@@ -44,7 +49,9 @@ def test_ref_mode_module_built_inside_comes_out_in_new_refs():
   assert out is not inside[0] and isinstance(out.kernel, nnx.Param) and out.kernel.ref
   assert isinstance(out.kernel.get_raw_value(), jax.Ref)
   assert_trees_equal(m1.kernel[...], k0 + 1.0)
-  assert_trees_equal(out.kernel[...], nnx.Linear(1, 1, rngs=nnx.Rngs(0)).kernel[...])
+  # the initialiser ran inside nnx.jit, the reference eagerly: two programs (on a GPU
+  # they differ in the last bit), so compared within the tolerance policy
+  assert_trees_close(out.kernel[...], nnx.Linear(1, 1, rngs=nnx.Rngs(0)).kernel[...])
 
 
 def test_pytree_with_ref_data_returned_is_the_callers_object():

@@ -256,8 +256,10 @@ class Optimizer(Module):
       >>> grads = nnx.grad(lambda m: m(jnp.ones((1, 2))).sum())(model)   # d/dkernel = 1
       >>> before = model.kernel.value
       >>> updates = opt.update(model, grads)
-      >>> (model.kernel.value - before).tolist(), int(opt.step.value)
+      >>> updates["kernel"].tolist(), int(opt.step.value)   # -learning rate * grads
       ([[-0.5], [-0.5]], 1)
+      >>> bool((model.kernel.value == before + updates["kernel"]).all())   # applied
+      True
     """
     flat = _graph.variables(model, self.wrt).to_flat_dict()
     gflat = _flat_grads(grads)
