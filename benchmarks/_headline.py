@@ -1,9 +1,10 @@
 """The headline table of the performance page, rendered from one ``results.json``.
 
-``docs/_hooks/mkdocs_hooks.py`` replaces ``<!-- generated: benchmark-headline -->``
-in ``docs/guides/performance.md`` with :func:`render` of
-``benchmarks/results/results.json`` (written by ``run_all.py``), so every figure
-on the page comes from one run, printed with its machine, load and date. A
+The ``benchmark-headline`` section of ``docs/guides/performance.md`` is
+:func:`render` of ``benchmarks/results/results.json`` (written by ``run_all.py``),
+written into the page by ``python docs/_hooks/regenerate.py`` (generator in
+``docs/_hooks/mkdocs_hooks.py``), so every figure on the page comes from one run,
+printed with its machine, load and date. A
 report that carries tables over from an earlier run (``run_all.py --only ...
 --keep``) mixes runs and is refused.
 """
