@@ -341,6 +341,8 @@ def write(report: dict, out: pathlib.Path) -> None:
       stale.unlink()
     print(f"plots: {', '.join(p.name for p in paths)}")
   print(f"wrote {out / 'RESULTS.md'}")
+  if out.resolve() == (HERE / "results").resolve():
+    print("the performance page quotes this report: run `python docs/_hooks/regenerate.py`")
 
 
 def main(argv: list[str] | None = None) -> dict:
