@@ -267,6 +267,23 @@ def test_split_shares_the_state_and_merge_keeps_the_state_leaf_kind():
 
 
 @needs_hijax
+@pytest.mark.parametrize("ref", [False, True])
+def test_update_writes_values_through_hijax_variables_both_ways(ref):
+  with nnx.var_defaults(hijax=True, ref=ref):
+    hi = nnx.Linear(1, 2, rngs=nnx.Rngs(0))
+  raw = hi.kernel.get_raw_value()
+  low = nnx.Linear(1, 2, rngs=nnx.Rngs(1))
+  nnx.update(hi, nnx.state(low))  # an ordinary State into a hijax model
+  assert type(hi.kernel) is HijaxVariable and hi.kernel.ref == ref
+  assert (hi.kernel.get_raw_value() is raw) == ref  # a ref-mode one keeps its Ref
+  assert_trees_equal(hi.kernel[...], low.kernel[...])
+  other = nnx.Linear(1, 2, rngs=nnx.Rngs(2))
+  nnx.update(other, nnx.state(hi))  # a hijax State into an ordinary model
+  assert type(other.kernel) is nnx.Param
+  assert_trees_equal(other.kernel[...], low.kernel[...])
+
+
+@needs_hijax
 def test_with_vars_only_filter_converts_the_selected_and_shares_the_rest():
   class Foo(nnx.Module):
     def __init__(self):

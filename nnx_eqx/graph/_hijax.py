@@ -344,6 +344,31 @@ def _put(h: HijaxVariable, inner: Variable, draft: Variable) -> None:
     raise ImmutableVariableError(IMMUTABLE.format(what=inner.type.__name__))
 
 
+def update_variable(slot: Variable, leaf: Any) -> bool:
+  """``nnx.update``'s write of ``leaf`` (a Variable or a raw value) into ``slot``
+  where either is a hijax Variable: the held value and metadata are copied, not
+  the raw storage (a cell or Ref), and a hijax ``slot`` takes them as a write
+  (in place outside transforms; refused inside, see ``_put``). Returns whether
+  the metadata changed."""
+  src = _get(leaf) if type(leaf) is HijaxVariable else leaf
+  value, md = (src._value, src._metadata) if isinstance(src, Variable) else (src, None)
+  if type(slot) is HijaxVariable:
+    inner, draft = _draft(slot)
+  else:
+    inner = draft = slot
+  changed = md is not None and md != inner._metadata
+  d = draft.__dict__
+  if draft is not slot and isinstance(d["_value"], Ref) and not isinstance(value, Ref):
+    draft.value = value  # a ref-mode hijax Variable keeps its Ref: the value is written in
+  else:
+    d["_value"] = value
+  if changed:
+    d["_metadata"] = dict(md)  # type: ignore[arg-type]
+  if draft is not slot:
+    _put(slot, inner, draft)  # type: ignore[arg-type]
+  return changed
+
+
 def _reader(name: str):
   def method(self, *args, **kwargs):
     return getattr(_get(self), name)(*args, **kwargs)
