@@ -57,4 +57,5 @@ def test_ref_mode_model_comes_out_abstract_with_ordinary_variables():
     abstract = nnx.eval_shape(lambda: MLP(nnx.Rngs(0)))
   assert isinstance(abstract.l1.kernel, nnx.Param) and not abstract.l1.kernel.ref
   assert abstract.l1.kernel.get_value() == jax.ShapeDtypeStruct((3, 8), jnp.float32)
-  assert abstract.count.get_value() == jax.ShapeDtypeStruct((), jnp.int32)
+  count = abstract.count.get_value()  # (weakly typed on some jax versions)
+  assert isinstance(count, jax.ShapeDtypeStruct) and (count.shape, count.dtype) == ((), jnp.int32)
