@@ -198,6 +198,9 @@ def test_grad_with_respect_to_hijax_variables_gives_hijax_gradients():
   pair = nnx.Variable((jnp.array(2.0), jnp.array(3.0)), hijax=True)
   gx, gpair = jax.grad(lambda x, p: x * p[0] ** 2, argnums=(0, 1))(jnp.array(5.0), pair)
   assert_trees_close((gx, gpair[0], gpair[1]), (jnp.array(4.0), jnp.array(20.0), jnp.array(0.0)))
+  # read twice: the two gradients are summed (also under jax.jit)
+  twice = jax.grad(lambda v: v[...] ** 2 + 3 * v[...])
+  assert_trees_close((twice(v)[...], jax.jit(twice)(v)[...]), (jnp.array(9.0), jnp.array(9.0)))
   # a hijax Variable made inside the differentiated function
   assert_trees_close(
     jax.grad(lambda x: nnx.Param(x, hijax=True)[...] ** 2)(jnp.array(3.0)), jnp.array(6.0)

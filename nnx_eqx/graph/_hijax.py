@@ -126,9 +126,12 @@ if API is not None:
     def vspace_zero(self):
       return _Cell(jax.tree.unflatten(self.treedef, [_zeros(a) for a in self.avals]))
 
-    def vspace_add(self, x, y):
-      leaves = [a + b for a, b in zip(jax.tree.leaves(x.inner), jax.tree.leaves(y.inner))]
-      return _Cell(jax.tree.unflatten(self.treedef, leaves))
+    def vspace_add(self, x, y):  # x, y: cells or traced cells (gradients being summed)
+      leaves = [
+        a if a.dtype == jax.dtypes.float0 else a + b
+        for a, b in zip(_cell_leaves(x), _cell_leaves(y), strict=True)
+      ]
+      return _new_cell(leaves, var_type=self.var_type, treedef=self.treedef)
 
   def _typeof_cell(cell: _Cell) -> _CellType:
     leaves, treedef = jax.tree.flatten(cell.inner)
