@@ -59,12 +59,13 @@ _HIJAX_EXAMPLES = ("hijax=True", "to_hijax(")
 
 
 def pytest_collection_modifyitems(config, items):
-  """Skips the doctests that make hijax Variables where jax lacks the Box they need."""
+  """Skips the doctests that make hijax Variables where jax lacks the hi-type API
+  they need (jax < 0.10)."""
   from nnx_eqx.graph import _hijax  # after the jaxtyping hook above
 
-  if _hijax.HAS_BOX:
+  if _hijax.AVAILABLE:
     return
-  skip = pytest.mark.skip(reason=_hijax.BOX_MISSING)
+  skip = pytest.mark.skip(reason=_hijax.UNAVAILABLE)
   for item in items:
     test = getattr(item, "dtest", None)  # a doctest item
     if test is not None and any(

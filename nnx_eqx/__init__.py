@@ -30,6 +30,7 @@ from .graph._state_tools import restore_int_paths as restore_int_paths
 from .graph._repr import display as display
 from .graph._cached_partial import cached_partial as cached_partial
 from .graph._errors import GraphModeRequiredError as GraphModeRequiredError
+from .graph._errors import ImmutableVariableError as ImmutableVariableError
 from .graph._errors import JaxVersionError as JaxVersionError
 from . import variablelib as variablelib
 from .variablelib import A as A  # the value TypeVar: ``nnx.Variable[nnx.A]``
@@ -191,7 +192,6 @@ from .transforms import SplitBackups as SplitBackups
 from .transforms import StateAxes as StateAxes
 from .transforms import restore_rngs as restore_rngs
 from .transforms import BoundMethodError as BoundMethodError
-from .transforms import HijaxGradientError as HijaxGradientError
 from .transforms import TangentStructureError as TangentStructureError
 from .transforms._graph_keywords import jvp as jvp
 from .transforms._graph_keywords import vjp as vjp

@@ -212,8 +212,8 @@ MISSING: tuple[tuple[str, tuple[str, ...]], ...] = (
   (
     (
       "flax's own machinery for hijax Variables (its jax primitives, effects, QDD types, "
-      "AbstractVariable, metaclasses and contexts). nnx_eqx builds hijax Variables on JAX's "
-      "Box hi-type instead (see nnx_eqx.variablelib.HijaxVariable), which needs none of them."
+      "AbstractVariable, metaclasses and contexts). nnx_eqx builds hijax Variables on its own "
+      "hi-type cell and primitives instead (see nnx_eqx.variablelib.HijaxVariable)."
     ),
     (
       "nnx_eqx.variablelib:AbstractVariable",

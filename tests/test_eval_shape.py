@@ -48,3 +48,14 @@ def test_module_arguments_are_not_modified():
 def test_keyword_arguments():
   out = nnx.eval_shape(lambda din, dout: nnx.Linear(din, dout, rngs=nnx.Rngs(0)), 3, dout=5)
   assert out.kernel.value.shape == (3, 5)
+
+
+def test_ref_mode_model_comes_out_abstract_with_ordinary_variables():
+  """As flax.nnx's test_eval_shape_mutable_array: a model built in ref mode (a
+  jax.Ref cannot hold an abstract value) comes out with ShapeDtypeStruct values."""
+  with nnx.var_defaults(ref=True):
+    abstract = nnx.eval_shape(lambda: MLP(nnx.Rngs(0)))
+  assert isinstance(abstract.l1.kernel, nnx.Param) and not abstract.l1.kernel.ref
+  assert abstract.l1.kernel.get_value() == jax.ShapeDtypeStruct((3, 8), jnp.float32)
+  count = abstract.count.get_value()  # (weakly typed on some jax versions)
+  assert isinstance(count, jax.ShapeDtypeStruct) and (count.shape, count.dtype) == ((), jnp.int32)

@@ -1,5 +1,6 @@
-"""Hijax Variables (flax.nnx 0.12's ``hijax=True``): construction, metadata, and
-updates that plain JAX transforms carry out to the caller."""
+"""Hijax Variables (flax.nnx 0.12.12's ``hijax=True``): construction, metadata,
+reads and gradients through plain JAX transforms, immutability inside them, and
+ref-mode hijax Variables updated from inside them."""
 
 import copy
 import pickle
@@ -11,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 
 import nnx_eqx as nnx
-from nnx_eqx.graph import _hijax
+from nnx_eqx.graph import _hijax, _hijax_api
 from nnx_eqx.testing import (
   TraceCounter,
   all_paths,
@@ -24,12 +25,12 @@ from nnx_eqx.testing import (
 )
 from nnx_eqx.variablelib import HijaxVariable, to_hijax, to_lojax
 
-# hijax Variables build on jax._src.hijax.Box, which jax 0.11.1 removed: there these
+# hijax Variables are JAX hi-types: on a jax without the hi-type API (jax < 0.10) these
 # tests are skipped and the last one checks the error a hijax Variable raises instead.
-needs_box = pytest.mark.skipif(not _hijax.HAS_BOX, reason=_hijax.BOX_MISSING)
+needs_hijax = pytest.mark.skipif(not _hijax.AVAILABLE, reason=_hijax_api.UNAVAILABLE)
 
 
-@pytest.mark.parametrize("hijax", [pytest.param(True, marks=needs_box), False])
+@pytest.mark.parametrize("hijax", [pytest.param(True, marks=needs_hijax), False])
 @pytest.mark.parametrize("ref", [True, False])
 def test_every_way_to_ask_gives_the_asked_modes(hijax, ref):
   base = nnx.Param(jnp.array(1), tag="t")
@@ -51,7 +52,7 @@ def test_every_way_to_ask_gives_the_asked_modes(hijax, ref):
     assert v.get_metadata() == {"tag": "t", "hijax": hijax, "ref": ref, "eager_sharding": True}
 
 
-@needs_box
+@needs_hijax
 def test_explicit_keyword_wins_over_the_default():
   with nnx.var_defaults(hijax=True):
     assert not nnx.Variable(1.0, hijax=False).hijax
@@ -59,7 +60,7 @@ def test_explicit_keyword_wins_over_the_default():
   assert not nnx.Variable(1.0).hijax
 
 
-@needs_box
+@needs_hijax
 def test_reads_writes_and_operators_act_on_the_held_value():
   v = nnx.Param(jnp.arange(3.0), hijax=True)
   v[...] = v[...] * 2
@@ -86,7 +87,7 @@ def test_metadata_reports_storage_modes_and_set_metadata_keeps_them():
   assert nnx.Variable(1.0, eager_sharding=False).get_metadata("eager_sharding") is False
 
 
-@needs_box
+@needs_hijax
 def test_to_hijax_and_back_keeps_type_value_and_metadata():
   low = nnx.BatchStat(jnp.ones(2), tag="s")
   hi = to_hijax(low)
@@ -98,8 +99,8 @@ def test_to_hijax_and_back_keeps_type_value_and_metadata():
     to_hijax(jnp.ones(2))
 
 
-@needs_box
-def test_jax_jit_argument_updates_reach_the_caller_without_retrace():
+@needs_hijax
+def test_jax_jit_reads_an_argument_without_retrace_and_refuses_writes():
   v = nnx.Param(jnp.array(1), a="hi", hijax=True)
   counter = TraceCounter()
 
@@ -107,19 +108,39 @@ def test_jax_jit_argument_updates_reach_the_caller_without_retrace():
   @counter
   def add(v, a):
     assert isinstance(v, nnx.Param) and v.a == "hi" and v.hijax
-    v[...] = a
-    v[...] += 5
-    return v + 2
+    return v + a
 
-  assert int(add(v, 10)) == 17 and int(v[...]) == 15
+  assert int(add(v, 10)) == 11
   with assert_no_retrace(counter):
-    assert int(add(v, 1)) == 8
-  assert int(v[...]) == 6
+    assert int(add(v, 1)) == 2
+
+  @jax.jit
+  def write(v):
+    v[...] = 5
+
+  with pytest.raises(nnx.ImmutableVariableError, match=r"Cannot update Param.*ref=True"):
+    write(v)
+  assert int(v[...]) == 1  # the caller's state is unchanged
 
 
-@needs_box
-def test_captured_variable_updated_inside_grad_and_scan():
-  v = nnx.Variable(jnp.array(2.0), hijax=True)
+@needs_hijax
+def test_captured_variable_read_in_grad_and_scan_write_refused():
+  v = nnx.Variable((jnp.array(2.0), jnp.array(3.0)), hijax=True)
+  assert_trees_close(jax.grad(lambda x: x**2 + v[1])(jnp.array(4.0)), jnp.array(8.0))
+  total, _ = jax.lax.scan(lambda c, _: (c + v[0], None), jnp.array(0.0), None, length=3)
+  assert_trees_equal(total, jnp.array(6.0))
+
+  def body(c, _):
+    v[...] = (c, c)
+    return c, None
+
+  with pytest.raises(nnx.ImmutableVariableError):
+    jax.lax.scan(body, jnp.array(0.0), None, length=2)
+
+
+@needs_hijax
+def test_captured_ref_mode_hijax_variable_is_updated_inside_grad_and_scan():
+  v = nnx.Variable(jnp.array(2.0), hijax=True, ref=True)
 
   def loss(x):
     v[...] = jax.lax.stop_gradient(x * 3)
@@ -136,49 +157,86 @@ def test_captured_variable_updated_inside_grad_and_scan():
   assert_trees_equal(v[...], jnp.array(17.0))
 
 
-@needs_box
-def test_dict_value_may_change_structure_inside_jit():
-  metrics = nnx.Variable({}, hijax=True)
+@needs_hijax
+@pytest.mark.parametrize("jit", [jax.jit, nnx.jit], ids=["jax.jit", "nnx.jit"])
+def test_ref_mode_hijax_variables_as_arguments_are_updated_in_place(jit):
+  class Counter(nnx.Module):
+    def __init__(self):
+      self.count = nnx.Variable(jnp.array(0), tag="c", hijax=True, ref=True)
+
+  m = Counter()
+  ref = m.count.get_raw_value()
+  counter = TraceCounter()
+
+  @jit
+  @counter
+  def step(m):
+    assert type(m.count) is HijaxVariable and m.count.ref and m.count.tag == "c"
+    m.count[...] += 1
+
+  step(m)
+  with assert_no_retrace(counter):
+    step(m)
+  assert int(m.count[...]) == 2 and m.count.get_raw_value() is ref
 
   @jax.jit
-  def f(x, metrics):
-    metrics["total"] = jnp.sum(x)
+  def retag(m):
+    m.count.tag = "d"
 
+  with pytest.raises(nnx.ImmutableVariableError, match="Cannot update Variable"):
+    retag(m)
+  m.count.tag = "d"  # outside transforms metadata changes as usual
+  assert m.count.tag == "d" and m.count.get_metadata("hijax") is True
+
+
+@needs_hijax
+def test_grad_with_respect_to_hijax_variables_gives_hijax_gradients():
+  v = nnx.Param(jnp.array(3.0), tag="w", hijax=True)
+  g = jax.grad(lambda v: v[...] ** 2)(v)
+  assert type(g) is HijaxVariable and isinstance(g, nnx.Param) and g.tag == "w"
+  assert_trees_close(g[...], jnp.array(6.0))
+  pair = nnx.Variable((jnp.array(2.0), jnp.array(3.0)), hijax=True)
+  gx, gpair = jax.grad(lambda x, p: x * p[0] ** 2, argnums=(0, 1))(jnp.array(5.0), pair)
+  assert_trees_close((gx, gpair[0], gpair[1]), (jnp.array(4.0), jnp.array(20.0), jnp.array(0.0)))
+  # read twice: the two gradients are summed (also under jax.jit)
+  twice = jax.grad(lambda v: v[...] ** 2 + 3 * v[...])
+  assert_trees_close((twice(v)[...], jax.jit(twice)(v)[...]), (jnp.array(9.0), jnp.array(9.0)))
+  # a hijax Variable made inside the differentiated function
+  assert_trees_close(
+    jax.grad(lambda x: nnx.Param(x, hijax=True)[...] ** 2)(jnp.array(3.0)), jnp.array(6.0)
+  )
+
+
+@needs_hijax
+def test_dict_value_may_change_structure_outside_transforms():
+  metrics = nnx.Variable({}, hijax=True)
   assert len(metrics) == 0
-  f(jnp.ones((4, 5)), metrics)
+  metrics["total"] = jnp.sum(jnp.ones((4, 5)))
   assert "total" in metrics and float(metrics["total"]) == 20.0
+
+  @jax.jit
+  def read(metrics):
+    return metrics["total"] * 2
+
+  assert float(read(metrics)) == 40.0
   del metrics["total"]
   assert len(metrics) == 0
 
 
-@needs_box
-def test_caller_state_unchanged_after_an_error_inside_jit():
-  v = nnx.Param(jnp.array(1.0), hijax=True)
-
-  @jax.jit
-  def bad(v):
-    v[...] = 5.0
-    raise ValueError("boom")
-
-  with pytest.raises(ValueError, match="boom"):
-    bad(v)
-  assert float(v[...]) == 1.0
-
-
-@needs_box
+@needs_hijax
 def test_module_of_hijax_variables_under_jax_and_nnx_jit():
   with nnx.var_defaults(hijax=True):
+    model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+  with nnx.var_defaults(hijax=True, ref=True):
     rngs = nnx.Rngs(0)
-    model = nnx.Linear(2, 3, rngs=rngs)
-  model.count = nnx.Variable(jnp.array(0), hijax=True)
-  assert type(rngs.default.count) is HijaxVariable
+  assert type(rngs.default.count) is HijaxVariable and rngs.default.count.ref
 
   @jax.jit
-  def draw(rngs):
+  def draw():
     return rngs()
 
   before = int(rngs.default.count[...])
-  k1, k2 = draw(rngs), draw(rngs)
+  k1, k2 = draw(), draw()
   assert not bool(jnp.all(jax.random.key_data(k1) == jax.random.key_data(k2)))
   assert int(rngs.default.count[...]) == before + 2
   counter = TraceCounter()
@@ -186,19 +244,18 @@ def test_module_of_hijax_variables_under_jax_and_nnx_jit():
   @nnx.jit
   @counter
   def forward(m, x):
-    m.count[...] += 1
     return m(x)
 
   x = jnp.ones((1, 2))
   y = forward(model, x)
   with assert_no_retrace(counter):
     forward(model, x)
-  assert int(model.count[...]) == 2
   assert_trees_close(y, x @ model.kernel[...] + model.bias[...])
+  assert_trees_close(jax.jit(lambda m, x: m(x))(model, x), y)
 
 
-@needs_box
-def test_split_shares_the_box_and_merge_keeps_the_state_leaf_kind():
+@needs_hijax
+def test_split_shares_the_state_and_merge_keeps_the_state_leaf_kind():
   class Foo(nnx.Module):
     def __init__(self):
       self.a = nnx.Param(jnp.ones(2), hijax=True)
@@ -207,12 +264,29 @@ def test_split_shares_the_box_and_merge_keeps_the_state_leaf_kind():
   graphdef, state = nnx.split(m)
   m2 = nnx.merge(graphdef, state)
   m2.a[...] = jnp.zeros(2)
-  assert_trees_equal(m.a[...], jnp.zeros(2))  # one Box: as flax, merge reuses it
+  assert_trees_equal(m.a[...], jnp.zeros(2))  # one cell: as flax, merge reuses the state
   low = nnx.merge(graphdef, nnx.with_vars(state, hijax=False))
   assert type(low.a) is nnx.Param and not low.a.hijax
 
 
-@needs_box
+@needs_hijax
+@pytest.mark.parametrize("ref", [False, True])
+def test_update_writes_values_through_hijax_variables_both_ways(ref):
+  with nnx.var_defaults(hijax=True, ref=ref):
+    hi = nnx.Linear(1, 2, rngs=nnx.Rngs(0))
+  raw = hi.kernel.get_raw_value()
+  low = nnx.Linear(1, 2, rngs=nnx.Rngs(1))
+  nnx.update(hi, nnx.state(low))  # an ordinary State into a hijax model
+  assert type(hi.kernel) is HijaxVariable and hi.kernel.ref == ref
+  assert (hi.kernel.get_raw_value() is raw) == ref  # a ref-mode one keeps its Ref
+  assert_trees_equal(hi.kernel[...], low.kernel[...])
+  other = nnx.Linear(1, 2, rngs=nnx.Rngs(2))
+  nnx.update(other, nnx.state(hi))  # a hijax State into an ordinary model
+  assert type(other.kernel) is nnx.Param
+  assert_trees_equal(other.kernel[...], low.kernel[...])
+
+
+@needs_hijax
 def test_with_vars_only_filter_converts_the_selected_and_shares_the_rest():
   class Foo(nnx.Module):
     def __init__(self):
@@ -226,7 +300,7 @@ def test_with_vars_only_filter_converts_the_selected_and_shares_the_rest():
   assert m3.b.hijax and m3.a is m.a
 
 
-@needs_box
+@needs_hijax
 @settings(max_examples=15, deadline=None)
 @given(graphs())
 def test_hijax_round_trip_keeps_graph_values_and_sharing(g):
@@ -239,9 +313,9 @@ def test_hijax_round_trip_keeps_graph_values_and_sharing(g):
   assert sharing_classes(back) == sharing_classes(g)
 
 
-@needs_box
-def test_plain_jax_train_step_over_hijax_module_updates_params_and_stats():
-  with nnx.var_defaults(hijax=True):
+@needs_hijax
+def test_plain_jax_train_step_over_ref_mode_hijax_module_updates_params_and_stats():
+  with nnx.var_defaults(hijax=True, ref=True):
     model = nnx.Sequential(
       nnx.Linear(2, 4, rngs=nnx.Rngs(0)),
       nnx.BatchNorm(4, use_running_average=False, rngs=nnx.Rngs(1)),
@@ -257,7 +331,8 @@ def test_plain_jax_train_step_over_hijax_module_updates_params_and_stats():
     def loss_fn(params):
       return ((nnx.merge(graphdef, params, rest)(x) - y) ** 2).mean()
 
-    loss, grads = jax.value_and_grad(loss_fn)(nnx.with_vars(params, hijax=False))
+    plain = nnx.with_vars(params, hijax=False, ref=False)
+    loss, grads = jax.value_and_grad(loss_fn)(plain)
     optimizer.update(model, grads)
     return loss
 
@@ -271,16 +346,16 @@ def test_plain_jax_train_step_over_hijax_module_updates_params_and_stats():
   assert not bool(jnp.all(model.layers[1].mean[...] == mean0))
 
 
-@needs_box
+@needs_hijax
 def test_reprs_show_the_held_variable():
   with nnx.var_defaults(hijax=True):
     m = nnx.Linear(1, 1, use_bias=False, rngs=nnx.Rngs(0))
   text = repr(m)
   assert "kernel=Param(value=Array(" in text and "hijax=True)" in text
-  assert "Box" not in text and "Box" not in repr(nnx.state(m))
+  assert "Cell" not in text and "Cell" not in repr(nnx.state(m))
 
 
-@needs_box
+@needs_hijax
 def test_eval_shape_gives_an_abstract_model_of_ordinary_variables():
   with nnx.var_defaults(hijax=True):
     abstract = nnx.eval_shape(lambda: nnx.Linear(1, 2, rngs=nnx.Rngs(0)))
@@ -288,20 +363,18 @@ def test_eval_shape_gives_an_abstract_model_of_ordinary_variables():
   assert abstract.kernel.get_value() == jax.ShapeDtypeStruct((1, 2), jnp.float32)
 
 
-@needs_box
-def test_nnx_grad_over_hijax_variables_names_the_path_and_the_fix():
+@needs_hijax
+def test_nnx_grad_over_hijax_variables_gives_hijax_gradients():
   with nnx.var_defaults(hijax=True):
     m = nnx.Linear(1, 1, rngs=nnx.Rngs(0))
-  kernel_before = m.kernel[...]
-  with pytest.raises(nnx.HijaxGradientError, match=r"0/bias is a hijax Variable.*hijax=False"):
-    nnx.grad(lambda m: m(jnp.ones((1, 1))).sum())(m)
-  assert_trees_equal(m.kernel[...], kernel_before)
-  low = nnx.with_vars(m, hijax=False)
-  grads = nnx.grad(lambda m: m(jnp.ones((1, 1))).sum())(low)
-  assert_trees_equal(grads["kernel"].value, jnp.ones((1, 1)))
+  grads = nnx.grad(lambda m: m(jnp.ones((1, 1))).sum())(m)
+  assert type(grads["kernel"]) is HijaxVariable and isinstance(grads["kernel"], nnx.Param)
+  low = nnx.grad(lambda m: m(jnp.ones((1, 1))).sum())(nnx.with_vars(m, hijax=False))
+  assert_trees_close(grads["kernel"][...], low["kernel"][...])
+  assert_trees_close(grads["bias"][...], jnp.ones(1))
 
 
-@needs_box
+@needs_hijax
 def test_pickle_and_copy_keep_each_variables_kind():
   low = nnx.Param(jnp.ones(2), tag="a")
   hi = nnx.Param(jnp.ones(2), tag="a", hijax=True)
@@ -314,15 +387,15 @@ def test_pickle_and_copy_keep_each_variables_kind():
   assert_trees_equal(hi[...], jnp.ones(2))
 
 
-def test_without_box_a_hijax_variable_names_the_jax_version_it_needs(monkeypatch):
-  """Where jax lacks Box (jax >= 0.11.1) asking for a hijax Variable raises one error
-  naming the versions that have it; ordinary and ref-mode Variables keep working."""
-  if _hijax.HAS_BOX:  # simulate such a jax
-    monkeypatch.setattr(_hijax, "_Box", _hijax._MissingBox)
+def test_without_the_hitype_api_a_hijax_variable_names_the_jax_version_it_needs(monkeypatch):
+  """Where jax lacks the hi-type API (jax < 0.10) asking for a hijax Variable raises
+  one error naming the jax needed; ordinary and ref-mode Variables keep working."""
+  monkeypatch.setattr(_hijax, "AVAILABLE", False)  # simulate such a jax
+  needed = _hijax_api.OLDEST_JAX.replace(".", r"\.")
   with pytest.raises(
-    nnx.JaxVersionError, match=r"jax<=0\.11\.0 .*or create the Variable with hijax=False"
+    nnx.JaxVersionError, match=rf"jax>={needed} .*or create the Variable with hijax=False"
   ):
     nnx.Param(jnp.ones(2), hijax=True)
-  with nnx.var_defaults(hijax=True), pytest.raises(NotImplementedError, match="removed in 0.11.1"):
+  with nnx.var_defaults(hijax=True), pytest.raises(NotImplementedError, match=rf"jax >= {needed}"):
     nnx.Variable(1.0)
   assert nnx.Param(jnp.ones(2), ref=True).ref and not nnx.Param(jnp.ones(2)).hijax

@@ -143,3 +143,32 @@ def test_from_tree_passes_each_nodes_prefix_to_merge_fn():
   a, d = nnx.from_tree(tree, prefix=(0, None), merge_fn=merge_fn)
   assert type(a) is type(d["b"]) is nnx.Linear and a is not m
   assert seen == [((0,), 0), ((1, "b"), None)]
+
+
+def test_captured_ref_mode_variables_are_updated_inside_jit_grad_and_scan():
+  """As flax.nnx: a ref-mode Variable's writes go into its jax.Ref, which JAX carries
+  out of any transform, so a captured one may be written there (an ordinary
+  Variable's write from another trace is refused)."""
+  v = nnx.Variable(jnp.array(2.0), ref=True)
+  rngs = nnx.Rngs(0)
+  with nnx.var_defaults(ref=True):
+    ref_rngs = nnx.Rngs(0)
+
+  def loss(x):
+    v[...] = jax.lax.stop_gradient(x * 3)
+    return x**2 + v[...]
+
+  assert_trees_close(jax.grad(loss)(jnp.array(4.0)), jnp.array(8.0))
+  assert_trees_equal(v[...], jnp.array(12.0))
+
+  def body(c, _):
+    v[...] += 1.0
+    return c, None
+
+  jax.lax.scan(body, None, None, length=5)
+  assert_trees_equal(v[...], jnp.array(17.0))
+  keys = [jax.jit(lambda: ref_rngs())() for _ in range(2)]
+  assert not bool(jnp.all(jax.random.key_data(keys[0]) == jax.random.key_data(keys[1])))
+  assert int(ref_rngs.default.count[...]) == 2
+  with pytest.raises(nnx.TraceContextError, match="RngCount"):
+    jax.jit(lambda: rngs())()

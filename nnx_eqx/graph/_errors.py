@@ -122,8 +122,19 @@ class GraphModeRequiredError(NnxError, ValueError):
 
 class JaxVersionError(NnxError, NotImplementedError):
   """A feature needs a JAX API that the installed jax version lacks (e.g. hijax
-  Variables need ``jax._src.hijax.Box``, which jax 0.11.1 removed). The message
-  names the versions that have it and how to do without."""
+  Variables need JAX's hi-type primitives, which jax 0.10 and newer have). The
+  message names the jax version needed and how to do without."""
+
+
+class ImmutableVariableError(NnxError, RuntimeError):
+  """A hijax Variable without ``ref=True`` was written inside a JAX
+  transformation, where JAX traces it as an immutable value (as flax.nnx
+  0.12.12's error of the same name).
+
+  Fix: make it a ref-mode Variable (``ref=True``, or
+  ``nnx.with_vars(node, ref=True)``), whose writes go into a ``jax.Ref`` that JAX
+  carries out of transforms, or write it outside the transformation.
+  """
 
 
 class ModeFlagError(NnxError, TypeError):

@@ -24,6 +24,8 @@ from ._flat_state import FlatState
 from ._graphdef import ApplyCaller as ApplyCaller
 from ._graphdef import GraphDef as GraphDef
 from ._graphdef import StaticValue as StaticValue
+from ._hijax import HijaxVariable as _HijaxVariable
+from ._hijax import update_variable as _update_hijax
 from ._links import is_path, path_of, sorted_paths
 from ._lost_updates import COPY_MARK, note_write
 from ._node_types import LEAF as _LEAF_TAG
@@ -447,6 +449,9 @@ def update(node: Any, *states: State) -> None:
     new = leaf._value if isinstance(leaf, Variable) else leaf
     if i is not None:
       slot = w.slots[i]
+      if type(slot) is _HijaxVariable or type(leaf) is _HijaxVariable:
+        added |= _update_hijax(slot, leaf)
+        continue
       if isinstance(slot, Variable):
         d = slot.__dict__
         d["_value"] = new

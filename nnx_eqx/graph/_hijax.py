@@ -1,22 +1,32 @@
-"""Hijax Variables (flax.nnx 0.12's ``hijax=True``): Variables JAX itself tracks.
+"""Hijax Variables (flax.nnx 0.12's ``hijax=True``): Variables JAX traces as one value.
 
-An ordinary Variable is a pytree node: ``jax.jit`` flattens it to its value and
-builds a fresh Variable inside, so an update made there is lost unless a lifted
-transform (``nnx.jit``) writes it back. A *hijax* Variable keeps its state in a
-JAX ``Box``, a mutable "hi-type" that JAX traces as one value with quasi-dynamic
-data (its current pytree structure and leaf types): plain ``jax.jit``,
-``jax.grad`` and ``jax.lax.scan`` carry updates made inside them out to the
-caller's Box, whether the Variable was an argument or a closure capture, and the
-update may even change the value's structure (a dict gaining a key).
+An ordinary Variable is a pytree node: JAX transforms see its value's leaves.
+A *hijax* Variable is a JAX "hi-type": JAX sees one value of an abstract type
+that knows the Variable's type, metadata and the abstract values of its leaves,
+and lowers it to those leaves only when it compiles. As in flax.nnx 0.12.12:
+
+* plain ``jax.jit``/``jax.grad``/``jax.lax.scan`` take hijax Variables as
+  arguments or closure captures, and ``jax.grad`` with respect to one gives its
+  gradient as a hijax Variable of the same type (``isinstance(g, nnx.Param)``);
+* a hijax Variable is immutable inside a JAX transformation: writing it there
+  raises :class:`ImmutableVariableError`. State that a transform must update
+  goes in a ``jax.Ref`` (``ref=True``): a ref-mode hijax Variable, like any
+  ref-mode Variable, is updated in place from inside transforms, as a capture
+  or (unlike flax 0.12.12, where JAX refuses it) as an argument;
+* outside transforms a hijax Variable reads and writes like any Variable.
 
 Here a hijax Variable is a :class:`HijaxVariable` handle: a Variable whose raw
-storage is the Box, and the Box holds an ordinary Variable (value plus metadata,
-possibly in ref mode). Every method reads that inner Variable out of the Box,
-runs the ordinary Variable method on it and, for updates, writes it back. Split,
-merge and pytree flattening see the Box as the Variable's value, so a handle
-rebuilt by ``merge`` (or inside ``jax.jit``) updates the same Box. This follows
-flax.nnx 0.12 (whose ``HijaxVariable`` is itself the hi-type); the Box is JAX's
-own ``jax._src.hijax.Box``, imported here only.
+storage is a *cell*, the hi-type value, and the cell holds an ordinary Variable
+(value plus metadata). Split, merge and pytree flattening see the cell as the
+Variable's value, so handles rebuilt by ``merge`` share it, and an eager write
+through one is seen by all. A ref-mode hijax Variable keeps its ``jax.Ref`` as
+its raw storage instead (with the held type and metadata in its own), since JAX
+tracks a Ref itself and must see it as a transform's input to let it be written.
+Inside a trace the cell is a tracer, read through a primitive (``_GetCell``)
+whose JVP and transpose rules make gradients flow. The JAX API comes from ``_hijax_api`` (the public
+``jax.experimental.hijax`` where it has what is needed, ``jax._src`` otherwise);
+where jax has none (jax < 0.10), making a hijax Variable raises
+:class:`JaxVersionError` naming the jax needed.
 """
 
 from __future__ import annotations
@@ -24,8 +34,13 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import numpy as np
 
-from ._errors import JaxVersionError
+from ._errors import ImmutableVariableError, JaxVersionError
+from ._hijax_api import API, UNAVAILABLE
+from ._lost_updates import COPY_MARK as _COPY_MARK
+from ._refs import Ref
+from ._tracing import current_trace, in_transform
 from ._variables import (
   _BINARY_OPS,
   _COMPARISONS,
@@ -35,35 +50,192 @@ from ._variables import (
   new_variable,
 )
 
-#: The last jax release whose private ``jax._src.hijax`` has the ``Box`` hi-type.
-LAST_JAX_WITH_BOX = "0.11.0"
+_VAR_TYPE = "var_type"
+#: Whether this jax has the hi-type API hijax Variables are built on (see ``_hijax_api``).
+AVAILABLE = API is not None
+_Tracer = jax.core.Tracer
 
-
-class _MissingBox:
-  """Stands in for JAX's Box where jax lacks it: making one raises the version error."""
-
-  def __init__(self, *args: Any, **kwargs: Any) -> None:
-    raise JaxVersionError(BOX_MISSING)
-
-
-try:  # JAX's Box hi-type is private API: jax 0.7 (at least) to 0.11.0 have it
-  from jax._src.hijax import Box as _Box
-
-  HAS_BOX = True
-except ImportError:  # jax 0.11.1 and newer: hijax Variables are unavailable
-  _Box = _MissingBox  # type: ignore[assignment,misc]
-  HAS_BOX = False
-
-#: Why hijax Variables are unavailable where :data:`HAS_BOX` is false.
-BOX_MISSING = (
-  f"hijax Variables (hijax=True) keep their state in JAX's Box (jax._src.hijax.Box), which"
-  f" jax {jax.__version__} lacks: it is in jax <= {LAST_JAX_WITH_BOX} and was removed in 0.11.1."
-  f" Fix: install jax<={LAST_JAX_WITH_BOX} (and a matching jaxlib), or create the Variable"
-  " with hijax=False (the default; `nnx.var_defaults(hijax=False)` for a block)."
+IMMUTABLE = (
+  "Cannot update {what}, a hijax Variable without ref=True, inside a JAX transformation"
+  " (jax.jit, jax.grad, jax.lax.scan, nnx.jit, ...): JAX traces a hijax Variable as an"
+  " immutable value. Fix: make it a ref-mode Variable (ref=True, or"
+  " `nnx.with_vars(node, ref=True)`), whose updates JAX carries out of transforms, or"
+  " update it outside the transformation."
 )
 
 
-_VAR_TYPE = "var_type"
+class _Cell:
+  """The hi-type value of a hijax Variable: holds an ordinary Variable."""
+
+  __slots__ = ("inner",)
+
+  def __init__(self, inner: Variable):
+    self.inner = inner
+
+
+def _zeros(aval):
+  return (
+    np.zeros(aval.shape, aval.dtype)
+    if aval.dtype == jax.dtypes.float0
+    else (jax.numpy.zeros(aval.shape, aval.dtype))
+  )
+
+
+if API is not None:
+
+  class _CellType(API.HiType):  # type: ignore[name-defined,misc]
+    """The abstract value of a cell: the held Variable's type, its pytree
+    structure (metadata included) and the abstract values of its leaves."""
+
+    __slots__ = ("var_type", "treedef", "avals")
+
+    def __init__(self, var_type: type, treedef: Any, avals: tuple):
+      self.var_type = var_type
+      self.treedef = treedef
+      self.avals = avals
+
+    def __hash__(self):
+      return hash((_CellType, self.treedef, self.avals))
+
+    def __eq__(self, other):
+      return (
+        isinstance(other, _CellType) and self.treedef == other.treedef and self.avals == other.avals
+      )
+
+    def __repr__(self):
+      return f"{self.var_type.__name__}({', '.join(a.str_short() for a in self.avals)})"
+
+    def str_short(self, short_dtypes=False, **_) -> str:
+      return f"{self.var_type.__name__}()"
+
+    def lo_ty(self) -> list:
+      return [lo for a in self.avals for lo in a.lo_ty()]
+
+    def lower_val(self, cell, /) -> list:
+      leaves = jax.tree.leaves(cell.inner)
+      return [lo for a, x in zip(self.avals, leaves, strict=True) for lo in a.lower_val(x)]
+
+    def raise_val(self, *lo_vals):
+      it = iter(lo_vals)
+      leaves = [a.raise_val(*[next(it) for _ in a.lo_ty()]) for a in self.avals]
+      return _Cell(jax.tree.unflatten(self.treedef, leaves))
+
+    def to_tangent_aval(self):
+      return _CellType(self.var_type, self.treedef, tuple(a.to_tangent_aval() for a in self.avals))
+
+    def vspace_zero(self):
+      return _Cell(jax.tree.unflatten(self.treedef, [_zeros(a) for a in self.avals]))
+
+    def vspace_add(self, x, y):  # x, y: cells or traced cells (gradients being summed)
+      leaves = [
+        a if a.dtype == jax.dtypes.float0 else a + b
+        for a, b in zip(_cell_leaves(x), _cell_leaves(y), strict=True)
+      ]
+      return _new_cell(leaves, var_type=self.var_type, treedef=self.treedef)
+
+  def _typeof_cell(cell: _Cell) -> _CellType:
+    leaves, treedef = jax.tree.flatten(cell.inner)
+    return _CellType(type(cell.inner), treedef, tuple(map(jax.typeof, leaves)))
+
+  API.register_hitype(_Cell, _typeof_cell)
+
+  class _NewCell(API.HiPrim):  # type: ignore[name-defined,misc]
+    """Leaves -> a cell holding the Variable they unflatten to."""
+
+    def __init__(self, *leaf_avals, var_type: type, treedef: Any):
+      self.in_avals = tuple(leaf_avals)
+      self.out_aval = _CellType(var_type, treedef, tuple(leaf_avals))
+      self.params = dict(var_type=var_type, treedef=treedef)
+      super().__init__()
+
+    def expand(self, *leaves):
+      return _Cell(jax.tree.unflatten(self.treedef, leaves))  # type: ignore[attr-defined]
+
+    def jvp(self, primals, tangents):
+      return _new_cell(primals, **self.params), _new_cell(tangents, **self.params)
+
+    def vjp_fwd(self, nzs_in, *leaves):
+      return self(*leaves), None
+
+    def vjp_bwd_retval(self, res, out_ct):
+      return tuple(_cell_leaves(out_ct))
+
+    def transpose(self, out_ct, *accums):
+      for leaf_ct, accum in zip(_cell_leaves(out_ct), accums):
+        if hasattr(accum, "accum"):
+          accum.accum(leaf_ct)
+
+  class _GetCell(API.HiPrim):  # type: ignore[name-defined,misc]
+    """A cell -> the leaves of the Variable it holds."""
+
+    def __init__(self, aval: _CellType):
+      self.in_avals = (aval,)
+      self.out_aval = aval.avals
+      self.params = dict(aval=aval)
+      super().__init__()
+
+    def expand(self, cell):
+      return tuple(jax.tree.leaves(cell.inner))
+
+    def jvp(self, primals, tangents):
+      (cell,), (cell_dot,) = primals, tangents
+      return _cell_leaves(cell), _cell_leaves(cell_dot)
+
+    def vjp_fwd(self, nzs_in, cell):
+      return self(cell), None
+
+    def _ct_cell(self, leaf_cts):
+      aval = self.aval  # type: ignore[attr-defined]
+      return _new_cell(leaf_cts, var_type=aval.var_type, treedef=aval.treedef)
+
+    def vjp_bwd_retval(self, res, out_ct):
+      return (self._ct_cell(out_ct),)
+
+    def transpose(self, out_ct, accum):
+      if hasattr(accum, "accum"):
+        accum.accum(self._ct_cell(out_ct))
+
+  _instantiate_zeros = API.instantiate_zeros
+
+  def _new_cell(leaves, *, var_type: type, treedef: Any):
+    leaves = tuple(_instantiate_zeros(x) for x in leaves)
+    return _NewCell(*map(jax.typeof, leaves), var_type=var_type, treedef=treedef)(*leaves)
+
+  def _cell_leaves(cell) -> tuple:
+    if isinstance(cell, _Cell):
+      return tuple(jax.tree.leaves(cell.inner))
+    aval: Any = cell.aval if isinstance(cell, _Tracer) else jax.typeof(cell)
+    return tuple(_GetCell(aval)(cell))
+
+  def _make_cell(inner: Variable) -> Any:
+    leaves, treedef = jax.tree.flatten(inner)
+    if any(isinstance(x, _Tracer) for x in leaves):  # made inside a trace: JAX tracks it
+      return _new_cell(leaves, var_type=type(inner), treedef=treedef)
+    return _Cell(inner)
+
+  def _held(cell) -> Variable:
+    if isinstance(cell, _Cell):
+      return cell.inner
+    if isinstance(cell, _Tracer) and isinstance(cell.aval, _CellType):
+      return jax.tree.unflatten(cell.aval.treedef, _cell_leaves(cell))
+    raise TypeError(
+      f"A hijax Variable holds {type(cell).__name__!r} instead of its state (was it"
+      " rebuilt by jax.tree.map?). Fix: map over nnx.with_vars(tree, hijax=False)."
+    )
+
+  def _is_cell(x: Any) -> bool:
+    return isinstance(x, _Cell) or (isinstance(x, _Tracer) and isinstance(x.aval, _CellType))
+
+else:  # pragma: no cover (jax < 0.10; tested by CI on the lowest declared versions)
+
+  def _make_cell(inner: Variable) -> Any:
+    raise JaxVersionError(UNAVAILABLE)
+
+  def _held(cell: Any) -> Variable:
+    raise JaxVersionError(UNAVAILABLE)
+
+  def _is_cell(x: Any) -> bool:
+    return False
 
 
 def to_hijax(variable: Variable) -> HijaxVariable:
@@ -74,10 +246,11 @@ def to_hijax(variable: Variable) -> HijaxVariable:
       returned as is.
 
   Returns:
-    A :class:`HijaxVariable` whose state lives in a new JAX Box.
+    A :class:`HijaxVariable` whose state is a new cell (a JAX hi-type value).
 
   Raises:
     TypeError: if ``variable`` is not a Variable.
+    JaxVersionError: where the installed jax has no hi-type API (jax < 0.10).
 
   Example:
     >>> import jax.numpy as jnp, nnx_eqx as nnx
@@ -90,8 +263,11 @@ def to_hijax(variable: Variable) -> HijaxVariable:
     return variable
   if not isinstance(variable, Variable):
     raise TypeError(f"to_hijax: expected a Variable, got {type(variable).__name__}.")
-  md = {_VAR_TYPE: type(variable)}
-  return new_variable(HijaxVariable, _Box(variable), md, variable._trace)  # type: ignore[return-value]
+  if not AVAILABLE:
+    raise JaxVersionError(UNAVAILABLE)
+  h: Any = new_variable(HijaxVariable, None, {}, variable._trace)
+  _store(h, variable)
+  return h
 
 
 def to_lojax(variable: Variable) -> Variable:
@@ -109,28 +285,91 @@ def to_lojax(variable: Variable) -> Variable:
     ('Param', False, 'w')
   """
   if isinstance(variable, HijaxVariable):
-    return _get(variable)
+    return variable.copy(hijax=False)
   return variable
 
 
 def holds_hijax(tree: Any) -> bool:
   """Whether ``tree`` (any pytree, Modules included) holds a hijax Variable."""
-  return any(isinstance(x, _Box) for x in jax.tree.leaves(tree))
+  is_hijax = lambda x: type(x) is HijaxVariable  # noqa: E731
+  return any(is_hijax(x) or _is_cell(x) for x in jax.tree.leaves(tree, is_leaf=is_hijax))
+
+
+def _store(h: HijaxVariable, inner: Variable) -> None:
+  """Makes ``inner`` the Variable ``h`` holds. A ref-mode one keeps its ``jax.Ref``
+  as ``h``'s raw value (JAX tracks a Ref itself, and transforms must see it as an
+  input to let it be read and written there), with its type and metadata in
+  ``h``'s metadata; any other is held in a new cell."""
+  d = h.__dict__
+  value = inner.__dict__["_value"]
+  if isinstance(value, Ref):
+    d["_value"], d["_metadata"] = value, {**inner._metadata, _VAR_TYPE: type(inner)}
+  else:
+    d["_value"], d["_metadata"] = _make_cell(inner), {_VAR_TYPE: type(inner)}
 
 
 def _get(h: HijaxVariable) -> Variable:
-  return h.__dict__["_value"].get()
+  d = h.__dict__
+  value = d["_value"]
+  if isinstance(value, _Cell):
+    return value.inner
+  if isinstance(value, Ref):  # ref mode (see ``_store``)
+    md = dict(d["_metadata"])
+    return new_variable(md.pop(_VAR_TYPE), value, md, d["_trace"])
+  return _held(value)
 
 
-def _no_grad(x: Any) -> Any:
-  return jax.lax.stop_gradient(x) if isinstance(x, jax.core.Tracer) else x
+def _draft(h: HijaxVariable) -> tuple[Variable, Variable]:
+  """The held Variable and a shallow copy of it for a writer to change (see ``_put``)."""
+  inner = _get(h)
+  return inner, new_variable(type(inner), inner._value, dict(inner._metadata), current_trace())
 
 
-def _put(h: HijaxVariable, inner: Variable) -> None:
-  # A Box's state carries no gradient (JAX cannot transpose through it), so a value
-  # computed from differentiated inputs (e.g. BatchNorm's running mean inside
-  # ``jax.grad``) is stored without its tangent, as flax's layers do for hijax.
-  h.__dict__["_value"].set(jax.tree.map(_no_grad, inner))
+def _put(h: HijaxVariable, inner: Variable, draft: Variable) -> None:
+  """Stores ``draft`` (from ``_draft``, then changed) in place of ``inner``.
+
+  A write into a ``jax.Ref`` (ref mode) changed no Python object and is done.
+  Outside transforms the cell is changed in place (every handle sharing it sees
+  the write; a ref-mode Variable's metadata is changed in this handle). Inside a
+  transform a hijax Variable made in that same trace (not an argument a
+  transform rebuilt, nor a capture) takes the change as a local value; any other
+  is an immutable JAX value there, and the write is refused."""
+  d = h.__dict__
+  cell = d["_value"]
+  if draft._value is inner._value and draft._metadata == inner._metadata:
+    return
+  draft.__dict__["_trace"] = d["_trace"]
+  if isinstance(cell, _Cell) and not in_transform():
+    cell.inner = draft
+  elif not in_transform() or (d["_trace"] == current_trace() and _COPY_MARK not in d):
+    _store(h, draft)
+  else:
+    raise ImmutableVariableError(IMMUTABLE.format(what=inner.type.__name__))
+
+
+def update_variable(slot: Variable, leaf: Any) -> bool:
+  """``nnx.update``'s write of ``leaf`` (a Variable or a raw value) into ``slot``
+  where either is a hijax Variable: the held value and metadata are copied, not
+  the raw storage (a cell or Ref), and a hijax ``slot`` takes them as a write
+  (in place outside transforms; refused inside, see ``_put``). Returns whether
+  the metadata changed."""
+  src = _get(leaf) if type(leaf) is HijaxVariable else leaf
+  value, md = (src._value, src._metadata) if isinstance(src, Variable) else (src, None)
+  if type(slot) is HijaxVariable:
+    inner, draft = _draft(slot)
+  else:
+    inner = draft = slot
+  changed = md is not None and md != inner._metadata
+  d = draft.__dict__
+  if draft is not slot and isinstance(d["_value"], Ref) and not isinstance(value, Ref):
+    draft.value = value  # a ref-mode hijax Variable keeps its Ref: the value is written in
+  else:
+    d["_value"] = value
+  if changed:
+    d["_metadata"] = dict(md)  # type: ignore[arg-type]
+  if draft is not slot:
+    _put(slot, inner, draft)  # type: ignore[arg-type]
+  return changed
 
 
 def _reader(name: str):
@@ -143,9 +382,9 @@ def _reader(name: str):
 
 def _writer(name: str, returns_self: bool = False):
   def method(self, *args, **kwargs):
-    inner = _get(self)
-    out = getattr(inner, name)(*args, **kwargs)
-    _put(self, inner)
+    inner, draft = _draft(self)
+    out = getattr(draft, name)(*args, **kwargs)
+    _put(self, inner, draft)
     return self if returns_self else out
 
   method.__name__ = name
@@ -157,35 +396,38 @@ def _inner_property(name: str) -> property:
 
 
 class HijaxVariable(Variable):
-  """A Variable whose state JAX tracks as a mutable hi-type (flax.nnx 0.12's
-  ``hijax=True``): updates made inside plain ``jax.jit``/``jax.grad``/
-  ``jax.lax.scan`` reach the caller, for arguments and closure captures alike.
+  """A Variable that JAX traces as one immutable hi-type value (flax.nnx 0.12.12's
+  ``hijax=True``; see the module docstring).
 
   Built by ``nnx.Param(x, hijax=True)``, under ``nnx.var_defaults(hijax=True)``,
   by ``variable.copy(hijax=True)`` or ``nnx.with_vars(node, hijax=True)``.
   ``type(v)`` is ``HijaxVariable`` for every Variable type (as in flax), while
   ``isinstance(v, nnx.Param)`` and ``v.type`` answer for the held Variable's
   type. ``nnx.with_vars(node, hijax=False)`` gives ordinary Variables back.
-  Values are read and written as usual (``v[...]``, ``v.value``, ``v += 1``,
-  ``v["key"] = x`` for dict values); the held Variable is read out of the Box
-  on each access, so prefer ordinary Variables on hot eager paths. Values
-  written carry no gradient (they are stored under ``jax.lax.stop_gradient``);
-  to differentiate with respect to hijax Variables, pass
-  ``nnx.with_vars(state, hijax=False)`` to ``jax.grad``, as in flax.
+  Outside transforms values are read and written as usual (``v[...]``,
+  ``v.value``, ``v += 1``, ``v["key"] = x`` for dict values), and every handle
+  sharing the state (``merge`` of a split) sees the write. Inside ``jax.jit``,
+  ``jax.grad``, ``jax.lax.scan`` (as argument or capture) it is read as usual;
+  ``jax.grad`` with respect to it gives a hijax Variable of gradients.
 
   Raises:
-    TraceContextError: never for updates: JAX orders them by effects, so a hijax
-      Variable may be updated from any trace.
+    ImmutableVariableError: when written inside a JAX transformation, unless
+      the write goes into its ``jax.Ref`` (``ref=True``).
+    JaxVersionError: when made on a jax without a hi-type API (jax < 0.10).
 
   Example:
     >>> import jax, jax.numpy as jnp, nnx_eqx as nnx
-    >>> count = nnx.Variable(jnp.array(0), hijax=True)
+    >>> w = nnx.Param(jnp.array(3.0), hijax=True)
+    >>> g = jax.grad(lambda w: w[...] ** 2)(w)
+    >>> type(g).__name__, isinstance(g, nnx.Param), float(g[...])
+    ('HijaxVariable', True, 6.0)
+    >>> count = nnx.Variable(jnp.array(0), hijax=True, ref=True)
     >>> @jax.jit
-    ... def step(c):
-    ...   c[...] += 1
-    >>> step(count); step(count)
-    >>> int(count[...]), type(count).__name__
-    (2, 'HijaxVariable')
+    ... def step():
+    ...   count[...] += 1  # a captured ref-mode Variable: updated in place
+    >>> step(); step()
+    >>> int(count[...])
+    2
   """
 
   def __new__(cls, *args: Any, **metadata: Any):
@@ -223,9 +465,9 @@ class HijaxVariable(Variable):
 
   @value.setter
   def value(self, new: Any) -> None:
-    inner = _get(self)
-    inner.value = new
-    _put(self, inner)
+    inner, draft = _draft(self)
+    draft.value = new
+    _put(self, inner, draft)
 
   ref = _inner_property("ref")
   shape = _inner_property("shape")
@@ -259,9 +501,9 @@ class HijaxVariable(Variable):
     if name == "value":
       object.__setattr__(self, name, value)
       return
-    inner = _get(self)
-    setattr(inner, name, value)
-    _put(self, inner)
+    inner, draft = _draft(self)
+    setattr(draft, name, value)
+    _put(self, inner, draft)
 
   def __repr__(self) -> str:
     text = repr(_get(self))

@@ -192,7 +192,7 @@ class Variable(MetadataMethods, Generic[A]):
       metadata = {**value.metadata, **metadata}
       value = value.value
     if isinstance(value, Variable):
-      value = value.get_raw_value()  # (a hijax Variable's raw value is read from its Box)
+      value = value.get_raw_value()  # (a hijax Variable's raw value is its held Variable's)
     metadata.pop("hijax", None)
     ref = metadata.pop("ref", None)
     eager = metadata.pop("eager_sharding", None)
@@ -219,13 +219,16 @@ class Variable(MetadataMethods, Generic[A]):
 
   @value.setter
   def value(self, new: A) -> None:
-    check_trace(self._trace, f"{type(self).__name__}")
     new = new._value if isinstance(new, Variable) else new
     d = self.__dict__
     old = d["_value"]
     if isinstance(old, _Ref) and not isinstance(new, _Ref):
+      # a write into the Variable's jax.Ref: JAX itself orders it and carries it out
+      # of any transform (a captured ref-mode Variable updated inside jax.grad or
+      # jax.lax.scan, as in flax.nnx), so it is allowed from any trace
       _write_ref(self, old, new)
     else:
+      check_trace(self._trace, f"{type(self).__name__}")
       if _COPY_MARK in d:  # a copy a JAX transform rebuilt: the update may be dropped
         _note_write(self)
       d["_value"] = new

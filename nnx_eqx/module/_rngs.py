@@ -74,7 +74,8 @@ class RngStream(RandomMethods, Module):
     self.tag = tag
 
   def __call__(self) -> jax.Array:
-    check_trace(self.count._trace, "RngCount")
+    if not self.count.ref:  # a count in a jax.Ref may be advanced from any trace
+      check_trace(self.count._trace, "RngCount")
     key = jax.random.fold_in(self.key.value, self.count.value)
     self.count.value = self.count.value + 1
     return key

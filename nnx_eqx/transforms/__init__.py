@@ -19,7 +19,6 @@ from ._errors import BroadcastUpdateError as BroadcastUpdateError
 from ._errors import CapturedNodeError as CapturedNodeError
 from ._errors import CarryIdentityError as CarryIdentityError
 from ._errors import CarryMismatchError as CarryMismatchError
-from ._errors import HijaxGradientError as HijaxGradientError
 from ._errors import InconsistentAliasingError as InconsistentAliasingError
 from ._errors import LiftedStructureError as LiftedStructureError
 from ._errors import ScanLengthError as ScanLengthError

@@ -12,13 +12,12 @@ import numpy as np
 from ..graph._duplicates import shared_variable_paths
 from ..graph._filters import Filter, to_predicate
 from ..graph._graph_mode import resolve
-from ..graph._hijax import HijaxVariable
 from ..graph._state import State
 from ..graph._tracing import current_trace
 from ..graph._variables import Param, Variable, new_variable
 from . import _lift
 from ._axes import aliasing_error
-from ._errors import HijaxGradientError, fmt_path
+from ._errors import fmt_path
 
 
 def grad_state(w, idxs: list[int], grads: list, trace) -> State | Variable:
@@ -30,17 +29,6 @@ def grad_state(w, idxs: list[int], grads: list, trace) -> State | Variable:
   if len(items) == 1 and items[0][0] == ():
     return items[0][1]
   return State.from_flat_path(items)
-
-
-def _check_no_hijax(w, objs: list, diff_idx: list[int], name: str) -> None:
-  for i in diff_idx:
-    if isinstance(objs[i], HijaxVariable):
-      raise HijaxGradientError(
-        f"{name}: the Variable at {fmt_path(w.paths[i])} is a hijax Variable, and JAX cannot"
-        " differentiate through the Box holding its state. Fix: differentiate ordinary"
-        " copies, e.g. split the model and pass nnx.with_vars(params, hijax=False) to the"
-        " function (as flax.nnx), or build the model without hijax=True."
-      )
 
 
 def _is_inexact(x) -> bool:
@@ -95,7 +83,6 @@ def _value_and_grad(
       ]
       if functional:
         _check_aliasing(w, split, selected, name)
-      _check_no_hijax(w, objs, diff_idx, name)
     diff_set = set(diff_idx)
     other_idx = [i for i in range(len(leaves)) if i not in diff_set]
     array_argnums = [a for a in argnums_t if a not in node_args]

@@ -62,11 +62,6 @@ class UnsupportedModeError(NnxError, ValueError):
   honour (e.g. ``nnx.make_jaxpr`` with graph updates)."""
 
 
-class HijaxGradientError(NnxError, TypeError):
-  """``nnx.grad``/``nnx.value_and_grad`` was asked to differentiate hijax
-  Variables: JAX cannot differentiate through the Box that holds their state."""
-
-
 class InconsistentAliasingError(NnxError, ValueError):
   """One object (a Variable shared by two Modules, or passed twice) is given
   different prefixes (axes, shardings) by the paths that reach it."""

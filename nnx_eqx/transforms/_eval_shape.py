@@ -9,6 +9,7 @@ import jax
 
 from ..graph import _graph
 from ..graph._hijax import holds_hijax
+from ..graph._refs import Ref
 from ..module import with_vars
 from . import _lift
 from ._dispatch import join_rest, split_rest
@@ -18,8 +19,9 @@ def eval_shape(f: Callable, *args: Any, graph_updates: bool = True, **kwargs: An
   """Runs ``f`` abstractly: no computation, no allocation.
 
   Modules returned by ``f`` come back with every array replaced by a
-  ``jax.ShapeDtypeStruct`` (shape, dtype and sharding) and hijax Variables
-  made ordinary, e.g. an abstract
+  ``jax.ShapeDtypeStruct`` (shape, dtype and sharding), and hijax and ref-mode
+  Variables made ordinary (an abstract value lives in no cell or ``jax.Ref``;
+  flax.nnx also gives ref-mode ones, still reporting ``ref=True``), e.g. an abstract
   model to restore a checkpoint into, or to derive shardings from before
   any parameter exists. Module arguments are not modified.
 
@@ -53,8 +55,11 @@ def eval_shape(f: Callable, *args: Any, graph_updates: bool = True, **kwargs: An
 
   def call(*a):
     out = f(*a[:-1], **a[-1])
-    # an abstract value cannot live in a JAX Box: hijax Variables come out ordinary
-    return with_vars(out, hijax=False, allow_duplicates=True) if holds_hijax(out) else out
+    # an abstract value cannot live in a hijax cell or a jax.Ref: those Variables come out
+    # ordinary
+    if holds_hijax(out) or any(isinstance(x, Ref) for x in jax.tree.leaves(out)):
+      return with_vars(out, hijax=False, ref=False, allow_duplicates=True)
+    return out
 
   def pure(leaves, dyn):
     return _lift.call_inner(
