@@ -93,7 +93,7 @@ def set_partitioning(
     ...   nnx.set_partitioning(mlp, {"layers/2/weight": ("model", None)})  # a typo
     ... except nnx.UnmatchedPatternError as e:
     ...   print(str(e)[:70])
-    nnx.set_partitioning: 1 pattern matched no Variable: 'layers/2/weight' ...
+    nnx.set_partitioning: 1 pattern matched no Variable: 'layers/2/weight'
   """
   items = list(partitioning.items() if isinstance(partitioning, Mapping) else partitioning)
   compiled = [(pattern, _compile(pattern), spec) for pattern, spec in items]
