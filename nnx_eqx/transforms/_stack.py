@@ -153,7 +153,8 @@ def unstack(module: Any, *, axis_name: str | None = None) -> list[Any]:
   """
   graphdef, state = split(module)
   flat = state.to_flat_dict()
-  size, first = None, None
+  size: int | None = None
+  first: tuple[Any, Any] = ((), ())
   for path, leaf in flat.items():
     for x in jax.tree.leaves(_value(leaf)):
       shape = np.shape(x)
@@ -213,7 +214,9 @@ def _spec(value: Any) -> Any:
 
   leaves, treedef = jax.tree.flatten(value)
   specs = [one(x) for x in leaves]
-  return specs[0] if treedef.num_leaves == 1 and not treedef.children() else (treedef, specs)
+  if len(leaves) == 1 and not isinstance(value, (list, tuple, dict)):
+    return specs[0]
+  return f"{treedef} with {specs}"
 
 
 def _own_variables(node: Any, with_paths: bool = False) -> list:
