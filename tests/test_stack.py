@@ -64,6 +64,14 @@ def _native(seed):
   return nnx.Linear(2, 3, rngs=nnx.Rngs(seed))
 
 
+class WithRngs(nnx.Module):
+  """A layer holding an RNG stream (key and count Variables)."""
+
+  def __init__(self, seed):
+    self.lin = nnx.Linear(2, 2, rngs=nnx.Rngs(seed))
+    self.drop = nnx.Dropout(0.5, rngs=nnx.Rngs(dropout=seed))
+
+
 def _converted(seed):
   return nnx.from_eqx(eqx.nn.MLP(3, 2, 4, 1, key=jax.random.key(seed)))
 
@@ -72,7 +80,13 @@ def _converted_block(seed):
   return nnx.from_eqx(Block(4, jax.random.key(seed)))
 
 
-MAKERS = {"native": _native, "converted": _converted, "block": _converted_block, "tied": Tied}
+MAKERS = {
+  "native": _native,
+  "converted": _converted,
+  "block": _converted_block,
+  "tied": Tied,
+  "rngs": WithRngs,
+}
 
 
 def _same(a, b):
@@ -112,6 +126,22 @@ def test_stacked_arrays_gain_a_leading_axis_and_keep_their_metadata():
   assert unnamed.a.kernel.out_sharding == (None, "embed", "mlp")
   spec = nnx.get_partition_spec(nnx.state(stacked))["a"]["kernel"].value
   assert spec == jax.sharding.PartitionSpec("layers", "embed", "mlp")
+
+
+def test_each_stacked_layer_draws_from_its_own_rng_stream():
+  layers = [WithRngs(s) for s in range(3)]
+  stacked = nnx.stack(layers)
+
+  @nnx.scan(in_axes=(nnx.Carry, 0), out_axes=(nnx.Carry, 0))
+  def forward(x, layer):
+    y = layer.drop(x)
+    return x, y
+
+  _, ys = forward(jnp.ones(64), stacked)
+  assert_trees_equal(stacked.drop.rngs.count[...], jnp.ones(3, jnp.uint32))
+  assert not jnp.array_equal(ys[0], ys[1])  # different keys per layer
+  for i, layer in enumerate(layers):
+    assert_trees_close(ys[i], layer.drop(jnp.ones(64)))  # each layer's own first draw
 
 
 def test_stack_equals_vmap_over_the_constructor():
