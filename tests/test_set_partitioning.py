@@ -123,6 +123,11 @@ def test_spec_length_and_pattern_errors_name_the_path():
     nnx.set_partitioning(_model(), {"mlp/layers/0/bias": ("model", None)})
   with pytest.raises(nnx.ShardingError, match="not a valid regular expression"):
     nnx.set_partitioning(_model(), {"weight(": ("model", None)})
+  stacked = nnx.stack(_model().blocks)  # a per-layer spec on a stacked array
+  with pytest.raises(nnx.ShardingError, match=r"shape \(2, 8, 8\).*stack axis first"):
+    nnx.set_partitioning(stacked, {"query_proj/weight": P("model", None)})
+  nnx.set_partitioning(stacked, {"query_proj/weight": P(None, "model", None)})
+  assert stacked.attn.query_proj.weight.out_sharding == (None, "model", None)
 
 
 def test_rules_are_stored_and_logical_names_resolve_through_them():
