@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib.util
-import inspect
 import json
 import pathlib
 import re
@@ -36,7 +35,6 @@ if str(HERE) not in sys.path:
   sys.path.insert(0, str(HERE))
 
 import _common  # noqa: E402
-import jax  # noqa: E402
 
 SCRIPTS = ("overhead", "scan_depth", "bridge")
 """Scripts run first, in this order; any other ``benchmarks/*.py`` with a
@@ -85,65 +83,6 @@ def normalize(name: str, result: Any) -> dict[str, list[dict]]:
   return tables
 
 
-def _scan_depth_rows(mod: Any, quick: bool) -> dict[str, list[dict]]:
-  """Rows from ``scan_depth.py``, whose ``main()`` prints tables and returns
-  nothing: its depth table and remat memory measurements, called directly."""
-  import nnx_eqx as nnx
-
-  if quick:
-    depths, width, batch, steps, mem = [2, 8], 32, 8, 3, (4, 64, 16)
-  else:
-    depths, width, batch, steps, mem = [4, 16, 64], 128, 64, 20, (32, 512, 256)
-  raw = mod.depth_table(depths, width, batch, steps, max(depths))
-  mod.print_depth_table(raw)
-  names = {"lax": "jax.lax.scan (by hand)", "scan": "nnx.scan", "unr": "unrolled loop"}
-  names["flax"] = "flax.nnx.scan"
-  compile_rows, step_rows = [], []
-  for r in raw:
-    for k, impl in names.items():
-      if f"{k}_c" in r:
-        compile_rows.append({"case": f"{r['depth']} layers", "impl": impl, "s": r[f"{k}_c"]})
-        step_rows.append({"case": f"{r['depth']} layers", "impl": impl, "ms": r[f"{k}_s"] * 1e3})
-  depth, mwidth, mbatch = mem
-  x = jax.numpy.ones((mbatch, mwidth))
-  model = mod.stacked(nnx, depth, mwidth, blocks=True)
-  graphdef, params = nnx.split(model)
-  case = f"remat in scan, {depth} MLP blocks, width {mwidth}, batch {mbatch}"
-  memory = [
-    {
-      "case": case,
-      "impl": "jax.checkpoint in lax.scan (by hand)",
-      "baseline": True,
-      "MiB": mod.temp_mib(mod.lax_scan_step(graphdef, True, mod.block_body), params, x),
-    },
-    {
-      "case": case,
-      "impl": "nnx.remat in nnx.scan",
-      "MiB": mod.temp_mib(mod.scan_step(nnx, True, mod.block_body), model, x),
-    },
-    {
-      "case": case,
-      "impl": "nnx.scan without remat",
-      "MiB": mod.temp_mib(mod.scan_step(nnx, False, mod.block_body), model, x),
-    },
-  ]
-  if mod.fnnx is not None:
-    fmodel = mod.stacked(mod.fnnx, depth, mwidth, True)
-    memory.append(
-      {
-        "case": case,
-        "impl": "flax.nnx.remat in flax.nnx.scan",
-        "MiB": mod.temp_mib(mod.scan_step(mod.fnnx, True, mod.block_body), fmodel, x),
-      }
-    )
-  return {"compile_time": compile_rows, "step_time": step_rows, "remat_memory": memory}
-
-
-ADAPTERS = {"scan_depth": _scan_depth_rows}
-"""Scripts whose ``main`` takes no ``argv`` and returns no rows, read through
-their own functions instead (used only while ``main`` has that older form)."""
-
-
 def run_one(name: str, quick: bool) -> dict[str, list[dict]]:
   """Runs one script and returns its tables.
 
@@ -154,8 +93,6 @@ def run_one(name: str, quick: bool) -> dict[str, list[dict]]:
   mod = _load(name)
   if not hasattr(mod, "main"):
     raise AttributeError(f"benchmarks/{name}.py has no main(argv)")
-  if not inspect.signature(mod.main).parameters and name in ADAPTERS:
-    return normalize(name, ADAPTERS[name](mod, quick))
   return normalize(name, mod.main(["--quick"] if quick else []))
 
 

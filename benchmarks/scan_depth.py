@@ -8,7 +8,11 @@ Measured side by side in one run (train step: value_and_grad + SGD, jitted):
    when flax is importable);
 2. compiled temp memory of a deep unrolled MLP with and without ``nnx.remat``;
 3. compiled temp memory of ``nnx.remat`` inside ``nnx.scan`` vs a hand-written
-   ``jax.checkpoint`` inside ``jax.lax.scan`` (and flax.nnx's).
+   ``jax.checkpoint`` inside ``jax.lax.scan`` (and flax.nnx's);
+4. a converted Equinox transformer (attention + MLP blocks): compile and step time
+   of the unrolled Equinox model vs ``nnx.stack`` + ``nnx.scan`` by depth, and
+   compiled temp memory with and without ``nnx.remat`` (``_eqx_scan.py``).
+   ``--quick`` runs small sizes only (a smoke test).
 
 Usage: ``python benchmarks/scan_depth.py [--depths 4 16 64] [--width 128]``.
 For the flax.nnx columns, run it with an interpreter that has flax installed
@@ -19,12 +23,18 @@ from __future__ import annotations
 
 import argparse
 import functools
+import pathlib
+import sys
 import time
 
 import jax
 import jax.numpy as jnp
 
 import nnx_eqx as nnx
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import _eqx_scan  # noqa: E402
+from _common import print_table  # noqa: E402
 
 try:
   from flax import nnx as fnnx
@@ -259,8 +269,60 @@ def remat_tables(depth, width, batch):
     print(f"  flax.nnx remat in scan {fl:8.2f} MiB | flax / hand-written {fl / ref:.2f}x")
 
 
-def main():
+NAMES = {"lax": "jax.lax.scan (by hand)", "scan": "nnx.scan", "unr": "unrolled loop"}
+NAMES["flax"] = "flax.nnx.scan"
+
+
+def depth_rows(raw: list[dict]) -> tuple[list[dict], list[dict]]:
+  """The depth table as compile-time and step-time rows."""
+  compile_rows, step_rows = [], []
+  for r in raw:
+    for k, impl in NAMES.items():
+      if f"{k}_c" in r:
+        compile_rows.append({"case": f"{r['depth']} layers", "impl": impl, "s": r[f"{k}_c"]})
+        step_rows.append({"case": f"{r['depth']} layers", "impl": impl, "ms": r[f"{k}_s"] * 1e3})
+  return compile_rows, step_rows
+
+
+def remat_rows(depth: int, width: int, batch: int) -> list[dict]:
+  """Compiled temp memory of remat in scan: nnx_eqx, by hand, flax.nnx."""
+  x = jnp.ones((batch, width))
+  model = stacked(nnx, depth, width, blocks=True)
+  graphdef, params = nnx.split(model)
+  case = f"remat in scan, {depth} MLP blocks, width {width}, batch {batch}"
+  rows = [
+    {
+      "case": case,
+      "impl": "jax.checkpoint in lax.scan (by hand)",
+      "baseline": True,
+      "MiB": temp_mib(lax_scan_step(graphdef, True, block_body), params, x),
+    },
+    {
+      "case": case,
+      "impl": "nnx.remat in nnx.scan",
+      "MiB": temp_mib(scan_step(nnx, True, block_body), model, x),
+    },
+    {
+      "case": case,
+      "impl": "nnx.scan without remat",
+      "MiB": temp_mib(scan_step(nnx, False, block_body), model, x),
+    },
+  ]
+  if fnnx is not None:
+    fmodel = stacked(fnnx, depth, width, True)
+    rows.append(
+      {
+        "case": case,
+        "impl": "flax.nnx.remat in flax.nnx.scan",
+        "MiB": temp_mib(scan_step(fnnx, True, block_body), fmodel, x),
+      }
+    )
+  return rows
+
+
+def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  p.add_argument("--quick", action="store_true", help="small sizes, few repeats (smoke test)")
   p.add_argument("--depths", type=int, nargs="+", default=[4, 16, 64])
   p.add_argument("--width", type=int, default=128)
   p.add_argument("--batch", type=int, default=64)
@@ -269,15 +331,40 @@ def main():
   p.add_argument("--remat-depth", type=int, default=32)
   p.add_argument("--remat-width", type=int, default=512)
   p.add_argument("--remat-batch", type=int, default=256)
-  args = p.parse_args()
+  p.add_argument("--eqx-depths", type=int, nargs="+", default=[2, 8, 32])
+  p.add_argument("--eqx-width", type=int, default=32, help="d of the Equinox blocks")
+  p.add_argument("--eqx-remat-depth", type=int, default=8, help="blocks in the memory table")
+  p.add_argument(
+    "--eqx-repeats", type=int, default=2, help="compiles per measurement (32 unrolled blocks: slow)"
+  )
+  args = p.parse_args(argv)
+  if args.quick:
+    args.depths, args.width, args.batch, args.steps = [2, 8], 32, 8, 3
+    args.remat_depth, args.remat_width, args.remat_batch = 4, 64, 16
+    args.eqx_depths, args.eqx_remat_depth, args.eqx_repeats = [2, 4], 4, 1
   print(
     f"jax {jax.__version__} on {jax.devices()[0].platform}; flax.nnx columns: "
     f"{'yes' if fnnx is not None else 'no (flax not importable)'}"
   )
   depth_table(args.depths[:1], args.width, args.batch, 2, args.unrolled_max)  # warm-up
-  rows = depth_table(args.depths, args.width, args.batch, args.steps, args.unrolled_max)
-  print_depth_table(rows)
+  raw = depth_table(args.depths, args.width, args.batch, args.steps, args.unrolled_max)
+  print_depth_table(raw)
   remat_tables(args.remat_depth, args.remat_width, args.remat_batch)
+  out: dict[str, list[dict]] = {}
+  out["compile_time"], out["step_time"] = depth_rows(raw)
+  out["remat_memory"] = remat_rows(args.remat_depth, args.remat_width, args.remat_batch)
+  eqx_sizes = dict(d=args.eqx_width, batch=4 if args.quick else 8, seq=8 if args.quick else 32)
+  n, rounds = (2, 2) if args.quick else (5, 5)
+  comp, step = _eqx_scan.depth_rows(
+    args.eqx_depths, **eqx_sizes, n=n, rounds=rounds, repeats=args.eqx_repeats
+  )
+  out["eqx_compile_time"], out["eqx_step_time"] = comp, step
+  print_table("Converted Equinox transformer: train step compile time (s)", comp)
+  _eqx_scan.summary(comp)
+  print_table("Converted Equinox transformer: train step time (ms)", step)
+  mem = out["eqx_remat_memory"] = _eqx_scan.memory_rows(args.eqx_remat_depth, **eqx_sizes)
+  print_table("Converted Equinox transformer: compiled temp memory of a train step (MiB)", mem)
+  return out
 
 
 if __name__ == "__main__":

@@ -206,6 +206,9 @@ from .transforms import make_jaxpr as make_jaxpr
 from .transforms import UnsupportedModeError as UnsupportedModeError
 from .transforms import StateSharding as StateSharding
 from .transforms import CompiledStructureError as CompiledStructureError
+from .transforms import StackStructureError as StackStructureError
+from .transforms import stack as stack
+from .transforms import unstack as unstack
 
 # --- end transforms ---
 
@@ -218,6 +221,8 @@ from .spmd import get_abstract_model as get_abstract_model
 from .spmd import use_eager_sharding as use_eager_sharding
 from .spmd import using_eager_sharding as using_eager_sharding
 from .spmd import ShardingError as ShardingError
+from .spmd import UnmatchedPatternError as UnmatchedPatternError
+from .spmd import set_partitioning as set_partitioning
 from .spmd import UnknownMeshAxisError as UnknownMeshAxisError
 from .spmd import get_logical_axis_rules as get_logical_axis_rules
 from .spmd import get_named_sharding as get_named_sharding

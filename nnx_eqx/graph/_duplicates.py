@@ -128,3 +128,16 @@ def variable_paths(root: Any) -> list[tuple[tuple, Any]]:
 
   visit(root, ())
   return out
+
+
+def variables_with_paths(node: Any) -> list[tuple[Variable, list[tuple]]]:
+  """Each Variable of ``node`` once, in walk order, with every path that reaches it
+  (through containers and shared Modules too), first path first."""
+  w = walk(node, leaf_root=True)
+  shared = shared_variable_paths(w.graphdef.defn)
+  out = []
+  for i, paths in _occurrences(w.graphdef.defn).items():
+    obj = w.nodes[i]
+    if isinstance(obj, Variable):
+      out.append((obj, shared.get(i, paths[:1])))
+  return out

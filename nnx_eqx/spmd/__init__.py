@@ -34,6 +34,8 @@ from ..graph._node_types import is_graph_node
 from ..graph._var_defaults import use_eager_sharding as use_eager_sharding
 from ..graph._var_defaults import using_eager_sharding as using_eager_sharding
 from ._abstract import as_abstract as as_abstract
+from ._by_path import UnmatchedPatternError as UnmatchedPatternError
+from ._by_path import set_partitioning as set_partitioning
 from ._eager import abstract_with_sharding as abstract_with_sharding
 from ._eager import get_abstract_model as get_abstract_model
 from ._spmd_axes import PARTITION_NAME as PARTITION_NAME

@@ -35,6 +35,9 @@ from ._rng_split import SplitBackups as SplitBackups
 from ._rng_split import restore_rngs as restore_rngs
 from ._rng_split import split_rngs as split_rngs
 from ._scan import scan as scan
+from ._stack import stack as stack
+from ._stack import unstack as unstack
+from ._errors import StackStructureError as StackStructureError
 from ._shard_map import shard_map as shard_map
 from ._shardings import StateSharding as StateSharding
 from ._vjp import TangentStructureError as TangentStructureError

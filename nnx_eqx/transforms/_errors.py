@@ -7,7 +7,7 @@ the fix.
 
 from __future__ import annotations
 
-from ..graph._errors import NnxError
+from ..graph._errors import GraphStructureError, NnxError
 
 
 class AxisSpecError(NnxError, ValueError):
@@ -70,3 +70,10 @@ class InconsistentAliasingError(NnxError, ValueError):
 def fmt_path(path: tuple) -> str:
   """``('a', 0, 'b')`` -> ``'a/0/b'`` (``'<root>'`` for the empty path)."""
   return "/".join(map(str, path)) or "<root>"
+
+
+class StackStructureError(GraphStructureError):
+  """``nnx.stack`` was given modules of different structure (the first differing
+  path is named, with both sides' types, static values or shapes), or a Variable
+  shared between two of them; or ``nnx.unstack`` a module whose arrays do not
+  share a leading axis."""
