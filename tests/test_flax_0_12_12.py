@@ -247,3 +247,16 @@ def test_pytree_nodes_lists_instance_attributes_not_properties():
 def test_linear_takes_inputs_by_keyword_as_flax():
   lin = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
   assert_trees_equal(lin(inputs=jnp.ones(2)), lin(jnp.ones(2)))
+
+
+def test_clone_without_variables_shares_them():
+  a = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+  seq = nnx.Sequential(a, a)
+  c = nnx.clone(seq, variables=False)
+  assert c is not seq and c.layers[0] is c.layers[1] and c.layers[0] is not a
+  assert c.layers[0].kernel is a.kernel
+  c.layers[0].bias.value = c.layers[0].bias.value + 1
+  assert_trees_equal(a.bias.value, c.layers[0].bias.value)
+  assert nnx.clone(a).kernel is not a.kernel
+  with pytest.raises(ValueError, match="variables=True, or arrays=False"):
+    nnx.clone(a, variables=False, arrays=True)
