@@ -244,9 +244,24 @@ def test_pytree_nodes_lists_instance_attributes_not_properties():
   assert foo.x.shape == (4,)
 
 
-def test_linear_takes_inputs_by_keyword_as_flax():
-  lin = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
-  assert_trees_equal(lin(inputs=jnp.ones(2)), lin(jnp.ones(2)))
+def test_layers_take_inputs_by_keyword_as_flax():
+  rngs = nnx.Rngs(0)
+  x = jnp.ones((1, 5, 2))
+  for layer in (
+    nnx.Linear(2, 3, rngs=rngs),
+    nnx.LinearGeneral(2, 3, rngs=rngs),
+    nnx.Conv(2, 3, (3,), rngs=rngs),
+    nnx.ConvTranspose(2, 3, (3,), rngs=rngs),
+    nnx.PReLU(),
+  ):
+    assert_trees_equal(layer(inputs=x), layer(x))
+  embed = nnx.Embed(3, 2, rngs=rngs)
+  assert_trees_equal(embed(inputs=jnp.array([1])), embed(jnp.array([1])))
+  drop = nnx.Dropout(0.5)
+  assert_trees_equal(drop(inputs=x, deterministic=True), x)
+  cell = nnx.GRUCell(2, 3, rngs=rngs)
+  carry = cell.initialize_carry((1, 2))
+  assert_trees_equal(cell(carry, inputs=x[:, 0]), cell(carry, x[:, 0]))
 
 
 def test_clone_without_variables_shares_them():

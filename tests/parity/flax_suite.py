@@ -438,6 +438,13 @@ def _require(value, what: str, env: str) -> str:
   return value
 
 
+def _merge_earlier(args, path: pathlib.Path, results: dict) -> dict:
+  """With ``--only``, the files run now replace theirs in an earlier run's results."""
+  if args.only and path.exists():
+    return {**json.loads(path.read_text()), **results}
+  return results
+
+
 def main(argv=None):
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   src = p.add_mutually_exclusive_group()
@@ -456,7 +463,12 @@ def main(argv=None):
   )
   p.add_argument("--flax-site", help="site-packages holding flax.linen for Linen comparisons")
   p.add_argument("--reference", help="reuse a reference JSON written by an earlier run")
-  p.add_argument("--only", nargs="*", help="substrings of the test files to run")
+  p.add_argument(
+    "--only",
+    nargs="*",
+    help="substrings of the test files to run; their results replace those of the same"
+    " files in the results already in --out (reference and nnx_eqx runs alike)",
+  )
   p.add_argument("--timeout", type=int, default=1200, help="seconds per test file")
   p.add_argument("--tree", default=str(ROOT), help="folder holding the nnx_eqx package")
   p.add_argument("--keep", action="store_true", help="keep the rewritten tests")
@@ -485,12 +497,16 @@ def main(argv=None):
     python = args.flax_python or args.python
     ref = run_suite(args, src_dir, work, "flax", python, "", extra, True)
     ref_path = pathlib.Path(args.out) / "flax_suite_reference.json"
+    ref = _merge_earlier(args, ref_path, ref)
     ref_path.write_text(json.dumps(ref, indent=1, sort_keys=True) + "\n")
     print(f"reference results in {ref_path}")
   tree = str(pathlib.Path(args.tree).resolve())
   ours = run_suite(args, src_dir, work, "nnx_eqx", args.python, tree, extra, with_linen)
-  summary = summarise(ours, ref)
   out = pathlib.Path(args.out)
+  earlier = out / "flax_suite.json"
+  if args.only and earlier.exists():
+    ours = {**json.loads(earlier.read_text())["results"], **ours}
+  summary = summarise(ours, ref)
   detail = {
     "summary": summary,
     "excluded_files": EXCLUDED_FILES,
