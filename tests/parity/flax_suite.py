@@ -353,12 +353,17 @@ def explain(failing: list[str], explained: list[tuple[str, str]]) -> tuple[dict,
   return groups, unexplained
 
 
-def markdown(summary: dict, excluded_files: dict, explained: list | None = None) -> str:
+def markdown(
+  summary: dict, excluded_files: dict, explained: list | None = None, run: dict | None = None
+) -> str:
   t = summary["total"]
   app, ok = t.get("applicable", 0), t.get("passed", 0)
   pct = 100 * ok / app if app else 0.0
+  title = "# flax tests/nnx suite against nnx_eqx"
+  if run:
+    title += f" (flax {run['flax']}; nnx_eqx on Python {run['python']}, jax {run['jax']})"
   lines = [
-    "# flax tests/nnx suite against nnx_eqx",
+    title,
     "",
     f"**{ok} of {app} applicable tests pass ({pct:.1f} %).** Excluded: {t.get('excluded', 0)};"
     f" failing with flax itself (not applicable): {t.get('fails_with_flax', 0)}.",
@@ -478,7 +483,20 @@ def main(argv=None):
     default=str(HERE / "flax_suite_explained.toml"),
     help="TOML of [[failure]] pattern/why entries explaining failing tests",
   )
+  p.add_argument(
+    "--render",
+    metavar="DIR",
+    help="only rewrite DIR/flax_suite.md from DIR/flax_suite.json and --explained (after"
+    " editing the explanations); runs nothing",
+  )
   args = p.parse_args(argv)
+  if args.render:
+    out = pathlib.Path(args.render)
+    detail = json.loads((out / "flax_suite.json").read_text())
+    explained = load_explained(pathlib.Path(args.explained))
+    text = markdown(detail["summary"], detail["excluded_files"], explained, detail)
+    (out / "flax_suite.md").write_text(text)
+    return
   if not args.tests_dir:
     _require(args.sdist, "flax sdist (--sdist)", "NNX_EQX_FLAX_SDIST")
   version = args.flax_version or (sdist_version(args.sdist) if args.sdist else None)
@@ -516,7 +534,7 @@ def main(argv=None):
   }
   (out / "flax_suite.json").write_text(json.dumps(detail, indent=1, sort_keys=True) + "\n")
   explained = load_explained(pathlib.Path(args.explained))
-  text = markdown(summary, EXCLUDED_FILES, explained)
+  text = markdown(summary, EXCLUDED_FILES, explained, detail)
   (out / "flax_suite.md").write_text(text)
   print(text)
   if args.keep:
