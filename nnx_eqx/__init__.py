@@ -126,6 +126,7 @@ from .nn import MultiHeadAttention as MultiHeadAttention
 from .nn import OptimizedLSTMCell as OptimizedLSTMCell
 from .nn import PReLU as PReLU
 from .nn import RMSNorm as RMSNorm
+from .nn import RoPE as RoPE
 from .nn import RngsTypeError as RngsTypeError
 from .nn import RNNCellBase as RNNCellBase
 from .nn import SimpleCell as SimpleCell
@@ -138,6 +139,7 @@ from .nn import celu as celu
 from .nn import combine_masks as combine_masks
 from .nn import dot_product_attention as dot_product_attention
 from .nn import dot_product_attention_weights as dot_product_attention_weights
+from .nn import dot_product_attention_with_rope as dot_product_attention_with_rope
 from .nn import elu as elu
 from .nn import gelu as gelu
 from .nn import glu as glu
@@ -315,6 +317,7 @@ from .nn import LoRAParam as LoRAParam
 from .training.metrics import MultiMetric as MultiMetric
 from .graph._graph_mode import set_graph_mode as set_graph_mode
 from .graph._graph_mode import set_graph_updates as set_graph_updates
+from .graph._graph_mode import set_sow_capture_noop as set_sow_capture_noop
 from .transforms._rng_tools import fork_rngs as fork_rngs
 from .transforms._rng_tools import recursive_map as recursive_map
 from .transforms._rng_tools import reseed as reseed
@@ -332,7 +335,7 @@ from .graph._state_tools import to_pure_dict as to_pure_dict
 
 # --- flax 0.12 import surface ---
 # flax.nnx's public module paths exist here too (tests/test_flax_surface.py checks the
-# list in tests/parity/flax_surface.json). Where nnx_eqx's implementation file holds the
+# list in tests/parity/flax_surface_<version>.json). Where nnx_eqx's implementation file holds the
 # concept it is that module (nn.linear, nn.attention, nn.normalization, nn.recurrent,
 # nn.lora, nn.stochastic, training.optimizer/metrics/ema, traversals, deprecations);
 # the remaining paths are re-export namespaces, all at the package top level

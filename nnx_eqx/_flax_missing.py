@@ -211,13 +211,15 @@ MISSING: tuple[tuple[str, tuple[str, ...]], ...] = (
   ),
   (
     (
-      "flax's own machinery for hijax Variables (its jax primitives, effects, QDD types, "
-      "AbstractVariable, metaclasses and contexts). nnx_eqx builds hijax Variables on its own "
-      "hi-type cell and primitives instead (see nnx_eqx.variablelib.HijaxVariable)."
+      "flax's own machinery for hijax Variables (its jax primitives and their base HiPrim, "
+      "effects, QDD types, AbstractVariable, metaclasses and contexts). nnx_eqx builds hijax "
+      "Variables on its own hi-type cell and primitives instead (see "
+      "nnx_eqx.variablelib.HijaxVariable)."
     ),
     (
       "nnx_eqx.variablelib:AbstractVariable",
       "nnx_eqx.variablelib:GetVariable",
+      "nnx_eqx.variablelib:HiPrim",
       "nnx_eqx.variablelib:HijaxVariableMeta",
       "nnx_eqx.variablelib:NewVariable",
       "nnx_eqx.variablelib:SetVariable",

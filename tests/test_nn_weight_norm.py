@@ -38,8 +38,9 @@ def test_weight_norm_feature_axes_none_and_no_scale():
 def test_weight_norm_scales_are_trainable_state():
   wn = nnx.WeightNorm(nnx.Linear(3, 2, rngs=nnx.Rngs(0)), rngs=nnx.Rngs(1))
   grads = nnx.grad(lambda m: m(jnp.ones((1, 3))).sum())(wn)
-  assert grads["scale_list"][0].value.shape == (2,)
-  assert bool(jnp.any(grads["scale_list"][0].value != 0))
+  assert grads["scales"]["params"][0].value.shape == (2,)
+  assert bool(jnp.any(grads["scales"]["params"][0].value != 0))
+  assert "scales" in nnx.state(wn, nnx.Param)  # the attribute name flax.nnx 0.12.12 uses
 
 
 def test_weight_norm_rejects_a_changed_layer():

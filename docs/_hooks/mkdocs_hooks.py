@@ -17,7 +17,9 @@
 
   * ``flax-differences``: the flax.nnx tests that fail with nnx_eqx, under the
     reason each fails, rendered from ``tests/parity/flax_suite_explained.toml`` and
-    ``tests/parity/flax_suite.json`` (the same sources as ``tests/parity/flax_suite.md``);
+    each flax version's ``tests/parity/results/flax-<version>/flax_suite.json`` (the
+    same sources as its ``flax_suite.md``), and ``flax-parity-table``: the table of
+    those runs (flax, Python and jax versions, applicable and passing tests);
   * ``benchmark-results``: ``benchmarks/results/RESULTS.md``, its PNG plots added to
     the site, and ``benchmark-headline``: the headline table of the same run,
     rendered from ``benchmarks/results/results.json`` by ``benchmarks/_headline.py``
@@ -137,37 +139,76 @@ def on_files(files, config, **kwargs):
 
 
 def flax_differences() -> str:
-  """The failing flax.nnx tests under their reasons, grouped by kind of reason."""
+  """The failing flax.nnx tests under their reasons, grouped by kind of reason,
+  with per-file counts for every flax version measured (``tests/parity/results``)."""
   suite = _load("flax_suite", ROOT / "tests" / "parity" / "flax_suite.py")
-  summary = json.loads((ROOT / "tests" / "parity" / "flax_suite.json").read_text())["summary"]
+  runs = suite.load_results()
   explained = suite.load_explained(ROOT / "tests" / "parity" / "flax_suite_explained.toml")
-  groups, unexplained = suite.explain(summary["failing"], explained)
-  t = summary["total"]
-  lines = [
-    f"**{t['passed']} of {t['applicable']} applicable flax tests pass "
-    f"({100 * t['passed'] / t['applicable']:.1f} %);** {len(summary['failing'])} fail, "
-    f"{len(unexplained)} without an explanation.",
-    "",
-    "| flax test file | applicable | pass |",
-    "|---|---:|---:|",
-  ]
-  for rel, c in sorted(summary["files"].items()):
-    lines.append(f"| `{rel}` | {c.get('applicable', 0)} | {c.get('passed', 0)} |")
+  fails_in: dict[str, list[str]] = {}
+  for run in runs:
+    for name in run["summary"]["failing"]:
+      fails_in.setdefault(name, []).append(run["flax"])
+  groups, unexplained = suite.explain(sorted(fails_in), explained)
+  lines = []
+  for run in runs:
+    t = run["summary"]["total"]
+    n_fail = len(run["summary"]["failing"])
+    lines.append(
+      f"- flax {run['flax']}: **{t['passed']} of {t['applicable']} applicable flax tests"
+      f" pass ({100 * t['passed'] / t['applicable']:.1f} %);** {n_fail} fail."
+    )
+  lines.append(f"- {len(unexplained)} failing tests without an explanation.")
+  header = "| flax test file |" + "".join(
+    f" {r['flax']} applicable | {r['flax']} pass |" for r in runs
+  )
+  lines += ["", header, "|---|" + "---:|---:|" * len(runs)]
+  files = sorted({rel for r in runs for rel in r["summary"]["files"]})
+  for rel in files:
+    cells = []
+    for r in runs:
+      c = r["summary"]["files"].get(rel)
+      cells += ["-", "-"] if c is None else [str(c.get("applicable", 0)), str(c.get("passed", 0))]
+    lines.append(f"| `{rel}` | " + " | ".join(cells) + " |")
+  all_versions = [r["flax"] for r in runs]
+
+  def label(name: str) -> str:
+    versions = fails_in[name]
+    only = "" if versions == all_versions else f" (flax {', '.join(versions)} only)"
+    return f"`{name}`{only}"
+
   kinds: dict[str, list[tuple[str, str, list[str]]]] = {}
   for why, names in groups.items():
     kind, _, rest = why.partition(":")
     kinds.setdefault(kind.strip(), []).append((rest.strip(), why, names))
-  order = ["Differs on purpose", "Differs", "Not implemented", "Not applicable"]
+  order = ["Differs on purpose", "Differs", "Pending", "Not implemented", "Not applicable"]
   for kind in sorted(kinds, key=lambda k: (order.index(k) if k in order else len(order), k)):
     entries = sorted(kinds[kind], key=lambda e: -len(e[2]))
     n = sum(len(e[2]) for e in entries)
     lines += ["", f"### {kind} ({n} test{'s' if n != 1 else ''})", ""]
     for text, _, names in entries:
       lines += [f"- {text}", ""]
-      lines += [f"    - `{n}`" for n in names]
+      lines += [f"    - {label(n)}" for n in names]
       lines.append("")
   if unexplained:
-    lines += ["", "### Not yet explained", ""] + [f"- `{n}`" for n in unexplained]
+    lines += ["", "### Not yet explained", ""] + [f"- {label(n)}" for n in unexplained]
+  return "\n".join(lines)
+
+
+def flax_parity_table() -> str:
+  """One row per flax version measured: the flax, Python and jax versions of the run,
+  applicable and passing flax tests/nnx tests, and the share passing."""
+  suite = _load("flax_suite", ROOT / "tests" / "parity" / "flax_suite.py")
+  lines = [
+    "| flax | Python | jax | applicable | passing | % |",
+    "|---|---|---|---:|---:|---:|",
+  ]
+  for run in suite.load_results():
+    t = run["summary"]["total"]
+    pct = 100 * t["passed"] / t["applicable"]
+    lines.append(
+      f"| {run['flax']} | {run['python']} | {run['jax']} | {t['applicable']} | {t['passed']}"
+      f" | {pct:.1f} |"
+    )
   return "\n".join(lines)
 
 
@@ -215,6 +256,7 @@ def supported_versions() -> str:
 
 _GENERATED = {
   "flax-differences": flax_differences,
+  "flax-parity-table": flax_parity_table,
   "benchmark-results": benchmark_results,
   "benchmark-headline": benchmark_headline,
   "flax-names-missing": flax_names_missing,

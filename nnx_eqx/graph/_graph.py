@@ -516,15 +516,19 @@ def pop(node: Any, *filters: Filter, graph: bool = True) -> Any:
   return states[0] if len(filters) == 1 else states
 
 
-def clone(node: Any, *, graph: bool = True, arrays: bool = False) -> Any:
+def clone(node: Any, variables: bool = True, *, graph: bool = True, arrays: bool = False) -> Any:
   """A deep copy of the graph with the same sharing (``merge(*split(node))``).
 
   By default the copy's Variables hold the same (immutable) JAX arrays as the
   originals; with ``arrays=True`` every array is copied to a new buffer (as
-  flax.nnx), e.g. so one of the two can be donated.
+  flax.nnx), e.g. so one of the two can be donated. With ``variables=False``
+  (flax.nnx 0.12.12) only the Modules and containers are copied: the copy holds
+  the original's Variable objects, so writing to one writes to both.
 
   Raises:
     SharedReferenceError: with ``graph=False``, if an object is found at two paths.
+    ValueError: ``arrays=True`` with ``variables=False`` (shared Variables
+      cannot hold copied arrays).
 
   Example:
     >>> import nnx_eqx as nnx
@@ -532,8 +536,20 @@ def clone(node: Any, *, graph: bool = True, arrays: bool = False) -> Any:
     >>> b = nnx.clone(a)
     >>> b is not a and b.kernel is not a.kernel
     True
+    >>> c = nnx.clone(a, variables=False)
+    >>> c is not a and c.kernel is a.kernel
+    True
   """
+  if arrays and not variables:
+    raise ValueError(
+      "clone: arrays=True copies the arrays of new Variables, but variables=False shares"
+      " the Variables. Fix: pass variables=True, or arrays=False."
+    )
   w = _walk_for(node, graph, "clone")
+  if not variables:  # the same Variable objects in the new structure
+    return unflatten(
+      w.graphdef, [s if isinstance(s, Variable) else s._value for s in w.slots], KEEP_VARIABLES
+    )
   leaves = [s.copy() if isinstance(s, Variable) else s._value for s in w.slots]
   if arrays:
     leaves = [copy_arrays(x) for x in leaves]

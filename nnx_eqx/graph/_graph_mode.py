@@ -5,7 +5,9 @@ mode* (shared references allowed, today's behaviour) or *tree mode* (plain
 pytree semantics), and lets lifted transforms skip propagating structural
 updates (``graph_updates=False``). nnx_eqx always keeps sharing, so both modes
 give the same results for graphs without shared references; the keywords are
-accepted everywhere flax accepts them and their defaults live here.
+accepted everywhere flax accepts them and their defaults live here, beside
+the default of ``capture_noop=`` of ``Module.sow``/``Module.perturb`` (flax's
+``nnx_sow_capture_noop`` config flag).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from ._tree_mode import TreeChecked, check_call_args
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_VALUES: dict[str, bool] = {"graph": True, "graph_updates": True}
+_VALUES: dict[str, bool] = {"graph": True, "graph_updates": True, "sow_capture_noop": False}
 
 
 class _Setting:
@@ -98,6 +100,30 @@ class set_graph_updates(_Setting):
   """
 
   _name = "graph_updates"
+
+
+class set_sow_capture_noop(_Setting):
+  """Sets the default of ``capture_noop=`` of ``Module.sow`` and ``Module.perturb``.
+
+  With True, ``sow`` and ``perturb`` outside :func:`nnx.capture` do nothing
+  (``perturb`` returns its value unchanged) instead of storing a Variable on
+  the module. The default is False. This is flax.nnx 0.12.12's
+  ``flax.config.update('nnx_sow_capture_noop', ...)``; like
+  :class:`set_graph_mode` it works as a call, a context manager or a decorator.
+
+  Raises:
+    TypeError: if ``value`` is not a bool.
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> m = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
+    >>> with nnx.set_sow_capture_noop(True):
+    ...   m.sow(nnx.Intermediate, "y", jnp.ones(2))
+    >>> hasattr(m, "y"), nnx.set_sow_capture_noop.current_value()
+    (False, False)
+  """
+
+  _name = "sow_capture_noop"
 
 
 def get_graph_mode() -> bool:

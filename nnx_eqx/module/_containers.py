@@ -139,13 +139,18 @@ class Sequential(Module):
   argument is taken as the layers themselves (``nnx.Sequential([a, b])`` is
   ``nnx.Sequential(a, b)``). The first layer gets the call's arguments; each
   later layer gets the previous output: a tuple spread as positional
-  arguments, a dict as keywords, anything else as one argument. ``rngs=`` is
-  passed to every layer whose signature takes ``rngs``. With no layers the
+  arguments, a dict as keywords, anything else as one argument. Keyword
+  arguments of the call (``rngs``, ``deterministic``, ``use_running_average``,
+  ...) go to every layer whose signature accepts them (a layer with
+  ``**kwargs`` gets them all; a parameter the positional arguments already
+  fill gets none), as in flax.nnx 0.12.12, so ``seq(x, deterministic=True)``
+  reaches the Dropout layers and skips the Linear ones. With no layers the
   call is the identity (one argument back as is, several as a tuple, keywords
   as a dict, nothing as ``None``).
 
   Raises:
-    TypeError: when a layer is not callable (names its index).
+    TypeError: when a layer is not callable (names its index), or when a
+      layer's dict output and the call both give the same keyword.
 
   Example:
     >>> import jax, jax.numpy as jnp, nnx_eqx as nnx
@@ -154,6 +159,9 @@ class Sequential(Module):
     ((3, 4), 2)
     >>> sorted(nnx.state(seq).to_flat_dict())[0]
     ('layers', 0, 'bias')
+    >>> drop = nnx.Sequential(nnx.Linear(2, 2, rngs=nnx.Rngs(0)), nnx.Dropout(0.5))
+    >>> drop(jnp.ones((1, 2)), deterministic=True).shape  # Linear does not get it
+    (1, 2)
   """
 
   def __init__(self, *layers: Any):
@@ -171,7 +179,7 @@ class Sequential(Module):
     out = self.layers[i]
     return type(self)(*out) if isinstance(i, slice) else out
 
-  def __call__(self, *args, rngs: Any = None, **kwargs):
+  def __call__(self, *args, **kwargs):
     if len(self.layers) == 0:
       return _identity(args, kwargs)
     out: Any = None
@@ -181,25 +189,46 @@ class Sequential(Module):
           f"Sequential layer {i} ({type(layer).__name__}) is not callable."
           " Fix: pass only callables (Modules or functions) to nnx.Sequential."
         )
+      passed: dict = {}
       if i > 0:
         if isinstance(out, tuple):
-          args, kwargs = out, {}
+          args = out
         elif isinstance(out, dict):
-          args, kwargs = (), dict(out)
+          args, passed = (), dict(out)
         else:
-          args, kwargs = (out,), {}
-      if rngs is not None and _takes_rngs(layer):
-        kwargs = {**kwargs, "rngs": rngs}
-      out = layer(*args, **kwargs)
+          args = (out,)
+      shared = _accepted_kwargs(layer, len(args), kwargs) if kwargs else {}
+      if repeated := sorted(set(passed) & set(shared)):
+        raise TypeError(
+          f"Got multiple values for arguments {repeated} in Sequential[{i}]: the previous"
+          " layer's dict output and the call's keywords both give them. Fix: rename one."
+        )
+      out = layer(*args, **passed, **shared)
     return out
 
 
-def _takes_rngs(fn) -> bool:
+def _accepted_kwargs(fn, n_positional: int, kwargs: dict) -> dict:
+  """The part of ``kwargs`` that ``fn`` accepts after ``n_positional`` positional args."""
   try:
-    params = inspect.signature(fn).parameters
+    params = inspect.signature(fn).parameters.values()
   except (TypeError, ValueError):
-    return False
-  return "rngs" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+    return {}
+  position, var_kw = 0, False
+  filled: set[str] = set()
+  accepted: set[str] = set()
+  for p in params:
+    if p.kind is p.POSITIONAL_ONLY:
+      position += 1
+    elif p.kind is p.POSITIONAL_OR_KEYWORD:
+      (filled if position < n_positional else accepted).add(p.name)
+      position += 1
+    elif p.kind is p.KEYWORD_ONLY:
+      accepted.add(p.name)
+    elif p.kind is p.VAR_KEYWORD:
+      var_kw = True
+  if var_kw:
+    return {k: v for k, v in kwargs.items() if k not in filled}
+  return {k: v for k, v in kwargs.items() if k in accepted}
 
 
 def _list_children(obj) -> list:

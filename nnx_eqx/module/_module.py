@@ -19,7 +19,7 @@ import jax.numpy as jnp
 from ..graph import _graph
 from ..graph._errors import NnxError, UnknownAttributeError
 from ..graph._filters import Filter, to_predicate
-from ..graph._graph_mode import get_graph_mode
+from ..graph._graph_mode import get_graph_mode, set_sow_capture_noop
 from ..graph._pytree_flags import INFERENCE
 from ..graph._state import State
 from ..graph._tree_mode import check_pytree_classes
@@ -121,6 +121,7 @@ class Module(Pytree):
     value: Any,
     reduce_fn: Callable[[Any, Any], Any] = lambda acc, x: acc + (x,),
     init_fn: Callable[[], Any] = tuple,
+    capture_noop: bool | None = None,
   ) -> None:
     """Stores ``value`` in attribute ``name`` as a ``variable_type`` Variable.
 
@@ -128,6 +129,9 @@ class Module(Pytree):
     later calls reduce into it. Retrieve with ``nnx.pop(m, nnx.Intermediate)``.
     Inside :func:`nnx.capture` the value goes to the capture of
     ``variable_type`` instead (and nowhere when that type is not captured).
+    With ``capture_noop=True`` a call outside :func:`nnx.capture` does nothing;
+    ``None`` takes the default of :class:`nnx.set_sow_capture_noop` (False), as
+    flax.nnx 0.12.12's ``nnx_sow_capture_noop`` flag.
 
     Raises:
       SowError: (a ``ValueError``) if ``name`` holds something that is not a
@@ -146,6 +150,8 @@ class Module(Pytree):
         held = slot.value
         slot.value = {**held, name: reduce_fn(held[name] if name in held else init_fn(), value)}
       return
+    if set_sow_capture_noop.current_value() if capture_noop is None else capture_noop:
+      return
     current = self.__dict__.get(name, _MISSING)
     if current is _MISSING:
       setattr(self, name, variable_type(reduce_fn(init_fn(), value)))
@@ -163,7 +169,13 @@ class Module(Pytree):
         " under another name or delete the attribute first."
       )
 
-  def perturb(self, name: str, value: Any, variable_type: type[Variable] = Perturbation) -> Any:
+  def perturb(
+    self,
+    name: str,
+    value: Any,
+    variable_type: type[Variable] = Perturbation,
+    capture_noop: bool | None = None,
+  ) -> Any:
     """Returns ``value`` plus a perturbation stored under ``name`` (zeros at first).
 
     Differentiating a loss with respect to the perturbations (captured with
@@ -175,6 +187,9 @@ class Module(Pytree):
       name: the key of the perturbation.
       value: an array or pytree of arrays.
       variable_type: the Variable type that holds it (``nnx.Perturbation``).
+      capture_noop: True: outside :func:`nnx.capture`, return ``value``
+        unchanged and store nothing; ``None``: the default of
+        :class:`nnx.set_sow_capture_noop` (False), as flax.nnx 0.12.12.
 
     Raises:
       SowError: outside nnx.capture, if ``name`` holds a non-``variable_type``.
@@ -195,6 +210,8 @@ class Module(Pytree):
         slot.value = held = {**held, name: jax.tree.map(jnp.zeros_like, value)}
       return jax.tree.map(jnp.add, held[name], value)
     if CAPTURES in self.__dict__:  # captured, but not this type: no perturbation
+      return value
+    if set_sow_capture_noop.current_value() if capture_noop is None else capture_noop:
       return value
     current = self.__dict__.get(name, _MISSING)
     if current is _MISSING:

@@ -503,6 +503,26 @@ class Pytree(metaclass=PytreeMeta):
       d["_nnx_marks"] = {k: v for k, v in marks.items() if k != name}
     object.__delattr__(self, name)
 
+  @property
+  def _pytree__nodes(self) -> dict[str, bool]:
+    """flax.nnx's table of a Pytree's attributes: ``{name: is data}`` for every
+    attribute of the instance (not class attributes, properties or descriptors;
+    a property setter that writes ``self.x`` adds ``'x'``). Computed from the
+    attributes each time; changing it changes nothing.
+
+    Example:
+      >>> import jax.numpy as jnp, nnx_eqx as nnx
+      >>> class Foo(nnx.Pytree):
+      ...   def __init__(self):
+      ...     self.x, self.n = jnp.zeros(2), 3
+      >>> Foo()._pytree__nodes
+      {'n': False, 'x': True}
+    """
+    d = self.__dict__
+    kinds = {**type(self)._nnx_fields, **(d.get("_nnx_marks") or {})}
+    names = sorted(k for k in d if not k.startswith("_nnx_"))
+    return {k: bool(kinds.get(k)) or _has_data(d[k]) for k in names}
+
   def __repr__(self) -> str:
     return module_repr(self)
 

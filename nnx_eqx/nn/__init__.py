@@ -28,6 +28,8 @@ from ._dot_product import dot_product_attention_weights as dot_product_attention
 from ._dot_product import make_attention_mask as make_attention_mask
 from ._dot_product import make_causal_mask as make_causal_mask
 from ._embed import Embed as Embed
+from ._rope import RoPE as RoPE
+from ._rope import dot_product_attention_with_rope as dot_product_attention_with_rope
 from .normalization import InstanceNorm as InstanceNorm
 from .linear import Einsum as Einsum
 from .linear import Linear as Linear

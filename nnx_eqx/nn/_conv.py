@@ -204,8 +204,9 @@ class Conv(Module):
     )
 
   def __call__(
-    self, x: Float[Array, "*in_shape in"], out_sharding: Any = None
+    self, inputs: Float[Array, "*in_shape in"], out_sharding: Any = None
   ) -> Float[Array, "*out_shape out"]:
+    x = inputs  # flax.nnx's parameter name (callers may pass inputs=)
     with jax.named_scope(type(self).__name__):
       n = len(self.kernel_size)
       x, batch_shape, nb = _flatten_batch(type(self).__name__, x, n, self.in_features)
@@ -334,7 +335,8 @@ class ConvTranspose(Module):
       else data(None)  # data, as in flax.nnx: a pytree child that eqx.tree_at can replace
     )
 
-  def __call__(self, x: Float[Array, "*in_shape in"]) -> Float[Array, "*out_shape out"]:
+  def __call__(self, inputs: Float[Array, "*in_shape in"]) -> Float[Array, "*out_shape out"]:
+    x = inputs  # flax.nnx's parameter name (callers may pass inputs=)
     with jax.named_scope(type(self).__name__):
       n = len(self.kernel_size)
       x, batch_shape, nb = _flatten_batch(type(self).__name__, x, n, self.in_features)

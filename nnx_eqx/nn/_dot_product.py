@@ -50,6 +50,16 @@ def _head_groups(q_heads: int, kv_heads: int, what: str) -> int:
   return q_heads // kv_heads
 
 
+def _check_dropout(rate: float, deterministic: bool, rng: jax.Array | None) -> None:
+  if not 0.0 <= rate < 1.0:  # also rejects nan
+    raise LayerConfigError(f"attention: dropout_rate must be in the range [0, 1), got {rate!r}.")
+  if not deterministic and rate > 0.0 and rng is None:
+    raise LayerConfigError(
+      "attention: dropout_rng is required when dropout_rate > 0 and deterministic=False."
+      " Fix: pass dropout_rng=, or deterministic=True."
+    )
+
+
 def dot_product_attention_weights(
   query: Float[Array, "*batch q heads depth"],
   key: Float[Array, "*batch_k kv heads_k depth_k"],
@@ -90,7 +100,8 @@ def dot_product_attention_weights(
   Raises:
     InputShapeError: if the ranks, batch dims or depths of query and key differ,
       or the query heads are not a multiple of the key heads.
-    LayerConfigError: if dropout is applied without ``dropout_rng``.
+    LayerConfigError: (a ``ValueError``) if ``dropout_rate`` is not in ``[0, 1)``,
+      or dropout is applied without ``dropout_rng`` (as flax.nnx 0.12.12).
 
   Example:
     >>> import jax.numpy as jnp, nnx_eqx as nnx
@@ -98,6 +109,7 @@ def dot_product_attention_weights(
     >>> w.shape, float(w.sum(-1)[0, 0, 0])
     ((2, 4, 3, 5), 1.0)
   """
+  _check_dropout(dropout_rate, deterministic, dropout_rng)
   query, key = promote_dtype((query, key), dtype=dtype)
   dtype = query.dtype
   _check_qkv(query, key)
@@ -126,8 +138,7 @@ def dot_product_attention_weights(
   if module is not None:
     module.sow(Intermediate, "attention_weights", weights)
   if not deterministic and dropout_rate > 0.0:
-    if dropout_rng is None:
-      raise LayerConfigError("attention: dropout_rate > 0 and not deterministic needs dropout_rng.")
+    assert dropout_rng is not None  # _check_dropout
     keep_prob = 1.0 - dropout_rate
     if broadcast_dropout:
       shape = (1,) * (key.ndim - 2) + weights.shape[-2:]
@@ -163,6 +174,8 @@ def dot_product_attention(
   Raises:
     InputShapeError: if the shapes of query, key and value do not fit (ranks,
       batch dims, key/value lengths, depths, head counts).
+    LayerConfigError: as :func:`dot_product_attention_weights` (``dropout_rate``
+      outside ``[0, 1)``, dropout without ``dropout_rng``).
 
   Example:
     >>> import jax.numpy as jnp, nnx_eqx as nnx
@@ -172,6 +185,7 @@ def dot_product_attention(
     >>> nnx.dot_product_attention(q, k[..., :2, :], v[..., :2, :]).shape   # 2 kv heads
     (2, 3, 4, 8)
   """
+  _check_dropout(dropout_rate, deterministic, dropout_rng)
   query, key, value = promote_dtype((query, key, value), dtype=dtype)
   _check_qkv(query, key, value)
   if key.shape[-3] != value.shape[-3]:

@@ -75,10 +75,11 @@ class Embed(Module):
     self.param_dtype = param_dtype
 
   def __call__(
-    self, ids: Shaped[ArrayLike, "*batch"], out_sharding: Any = None
+    self, inputs: Shaped[ArrayLike, "*batch"], out_sharding: Any = None
   ) -> Float[Array, "*batch features"]:
     """Looks up ``ids`` (any shape, integer dtype); returns ``(*ids.shape, features)``,
     with the sharding ``out_sharding`` when given (explicit-sharding meshes)."""
+    ids = inputs  # flax.nnx's parameter name (callers may pass inputs=)
     with jax.named_scope(type(self).__name__):
       ids = jnp.asarray(ids)
       if not jnp.issubdtype(ids.dtype, jnp.integer):

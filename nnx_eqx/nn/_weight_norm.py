@@ -3,7 +3,7 @@ weights before every call (as flax.nnx.WeightNorm)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import jax
@@ -28,15 +28,45 @@ from ._common import promote_dtype as default_promote_dtype
 from ._norm_stats import Axes, _axes
 
 
+class WeightScales(Module, Mapping):
+  """:class:`WeightNorm`'s scales: a read-only mapping from the path of each
+  normalized weight inside the wrapped layer (e.g. ``('kernel',)``) to its scale
+  Param. The Params live in the List ``params``, in the order of ``paths``.
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> wn = nnx.WeightNorm(nnx.Linear(3, 2, rngs=nnx.Rngs(0)), rngs=nnx.Rngs(1))
+    >>> wn.scales[("kernel",)].value.shape, list(wn.scales)
+    ((2,), [('kernel',)])
+  """
+
+  def __init__(self, paths: tuple[tuple, ...], params: list[Param]):
+    self.paths = tuple(paths)
+    self.params = List(params)
+
+  def __getitem__(self, path: tuple) -> Param:
+    if path not in self.paths:
+      raise KeyError(path)
+    return self.params[self.paths.index(path)]
+
+  def __iter__(self) -> Iterator[tuple]:
+    return iter(self.paths)
+
+  def __len__(self) -> int:
+    return len(self.paths)
+
+
 class WeightNorm(Module):
   """Wraps ``layer_instance``; each call first replaces every selected Param ``w``
   of the layer (in place) by ``scale * w / ||w||`` and then calls the layer.
 
   The norm is taken over every axis of ``w`` but ``feature_axes`` (default the
   last: one norm per output feature of a kernel); ``scale`` has the shape of
-  those feature axes. ``scales`` maps each selected Param's path inside the
-  layer (e.g. ``('kernel',)``) to its scale Param. Normalizing is idempotent, so
-  repeated calls keep the weights at norm ``scale``.
+  those feature axes. ``scales`` (a :class:`WeightScales`, ``None`` without
+  ``use_scale``) maps each selected Param's path inside the layer (e.g.
+  ``('kernel',)``) to its scale Param, which trains with the other Params (as
+  flax.nnx 0.12.12: ``'scales' in nnx.state(wn, nnx.Param)``). Normalizing is
+  idempotent, so repeated calls keep the weights at norm ``scale``.
 
   Args:
     layer_instance: the wrapped Module.
@@ -90,21 +120,13 @@ class WeightNorm(Module):
     self.param_dtype = param_dtype
     self.variable_filter: Callable[..., bool] = to_predicate(variable_filter)
     self.promote_dtype = promote_dtype
-    self.scale_paths: tuple[tuple, ...] = ()
-    self.scale_list: List | None = None
+    self.scales: WeightScales | None = None
     if use_scale:
       selected = self._selected()
-      self.scale_paths = tuple(path for path, _ in selected)
-      self.scale_list = List(
-        Param(scale_init(rngs.params(), self._scale_shape(w.value))) for _, w in selected
+      self.scales = WeightScales(
+        tuple(path for path, _ in selected),
+        [Param(scale_init(rngs.params(), self._scale_shape(w.value))) for _, w in selected],
       )
-
-  @property
-  def scales(self) -> dict[tuple, Param] | None:
-    """``{path of the weight in the layer: its scale Param}`` (None without ``use_scale``)."""
-    if self.scale_list is None:
-      return None
-    return dict(zip(self.scale_paths, self.scale_list))
 
   def _selected(self) -> list[tuple[tuple, Param]]:
     return live_params(self.layer_instance, self.variable_filter)

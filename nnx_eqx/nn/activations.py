@@ -64,7 +64,8 @@ class PReLU(Module):
     self.dtype = dtype
     self.param_dtype = param_dtype
 
-  def __call__(self, x: Float[Array, "*shape"]) -> Float[Array, "*shape"]:
+  def __call__(self, inputs: Float[Array, "*shape"]) -> Float[Array, "*shape"]:
+    x = inputs  # flax.nnx's parameter name (callers may pass inputs=)
     with jax.named_scope(type(self).__name__):
       dtype = self.dtype if self.dtype is not None else x.dtype
       x = jnp.asarray(x, dtype)

@@ -34,6 +34,8 @@ from ._dot_product import dot_product_attention as dot_product_attention
 from ._dot_product import dot_product_attention_weights as dot_product_attention_weights
 from ._dot_product import make_attention_mask as make_attention_mask
 from ._dot_product import make_causal_mask as make_causal_mask
+from ._rope import RoPE as RoPE
+from ._rope import dot_product_attention_with_rope as dot_product_attention_with_rope
 from .linear import LinearGeneral
 from .normalization import LayerNorm
 from .stochastic import next_key, own_stream
@@ -218,13 +220,17 @@ class MultiHeadAttention(Module):
     is_causal: bool = False,
     out_sharding: Any = None,
     qkv_sharding: Any = None,
+    input_positions: Array | None = None,
   ) -> Float[Array, "*batch q out"]:
     """Attends from ``inputs_q`` to ``inputs_k``/``inputs_v`` (default: self-attention).
 
     ``mask`` broadcasts to ``(*batch, heads, q_length, kv_length)``; False entries
     are masked out. ``is_causal`` adds a causal mask (passed to ``attention_fn``
-    only when True); ``out_sharding`` goes to the output projection and
-    ``qkv_sharding`` to the query/key/value projections. Call
+    only when True, and ignored while decoding: the cache mask already hides
+    the positions not yet written, as flax.nnx 0.12.12); ``out_sharding`` goes to
+    the output projection and ``qkv_sharding`` to the query/key/value
+    projections. ``input_positions`` ``(*batch, length)``, when given, is passed
+    on to ``attention_fn`` (for :func:`dot_product_attention_with_rope`). Call
     arguments take precedence over the module's flags.
     """
     with jax.named_scope(type(self).__name__):
@@ -245,7 +251,8 @@ class MultiHeadAttention(Module):
       if self.query_ln is not None and self.key_ln is not None:
         query = self.query_ln(query)
         key = self.key_ln(key)
-      if decode if decode is not None else self.decode:
+      decoding = decode if decode is not None else self.decode
+      if decoding:
         key, value, mask = self._decode_step(key, value, mask)
       dropout_rng = None
       det = True
@@ -265,7 +272,8 @@ class MultiHeadAttention(Module):
         dtype=self.dtype,
         precision=self.precision,
         module=self if sow_weights else None,
-        **({"is_causal": True} if is_causal else {}),
+        **({"is_causal": True} if is_causal and not decoding else {}),
+        **({"input_positions": input_positions} if input_positions is not None else {}),
       )
       return self.out(x, out_sharding=out_sharding)
 

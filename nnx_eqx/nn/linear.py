@@ -121,8 +121,9 @@ class Linear(Module):
     )
 
   def __call__(
-    self, x: Float[Array, "*batch in"], out_sharding: Any = None
+    self, inputs: Float[Array, "*batch in"], out_sharding: Any = None
   ) -> Float[Array, "*batch out"]:
+    x = inputs  # flax.nnx's parameter name (callers may pass inputs=)
     with jax.named_scope(type(self).__name__):
       # Checked against the kernel as it is here: inside shard_map it is a local
       # shard (tensor parallelism), whose rows may be fewer than in_features.
@@ -236,8 +237,9 @@ class LinearGeneral(Module):
       self.bias = Param(jnp.reshape(b, bshape), **(bias_metadata or {}))
 
   def __call__(
-    self, x: Float[Array, "*in_shape"], out_sharding: Any = None
+    self, inputs: Float[Array, "*in_shape"], out_sharding: Any = None
   ) -> Float[Array, "*out_shape"]:
+    x = inputs  # flax.nnx's parameter name (callers may pass inputs=)
     with jax.named_scope(type(self).__name__):
       ndim = x.ndim
       axis = normalize_axes(self.axis, ndim)
@@ -338,8 +340,9 @@ class Einsum(Module):
     )
 
   def __call__(
-    self, x: Float[Array, "*in_shape"], einsum_str: str | None = None, out_sharding: Any = None
+    self, inputs: Float[Array, "*in_shape"], einsum_str: str | None = None, out_sharding: Any = None
   ) -> Float[Array, "*out_shape"]:
+    x = inputs  # flax.nnx's parameter name (callers may pass inputs=)
     with jax.named_scope(type(self).__name__):
       eq = einsum_str if einsum_str is not None else self.einsum_str
       if eq is None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from jaxtyping import Array as Array  # flax.nnx.nn.lora exports the Array alias
 
 from ..graph._variables import Param, Variable
 from ..module._module import Module

@@ -223,8 +223,9 @@ class LSTMCell(RNNCellBase):
     self.hi, self.hf, self.hg, self.ho = dense_h(), dense_h(), dense_h(), dense_h()
 
   def __call__(
-    self, carry: tuple[Array, Array], x: Float[Array, "*batch in"]
+    self, carry: tuple[Array, Array], inputs: Float[Array, "*batch in"]
   ) -> tuple[tuple[Array, Array], Float[Array, "*batch hidden"]]:
+    x = inputs  # flax.nnx's parameter name (callers may pass inputs=)
     with jax.named_scope(type(self).__name__):
       self._check(x)
       c, h = carry
@@ -307,8 +308,9 @@ class OptimizedLSTMCell(RNNCellBase):
     )
 
   def __call__(
-    self, carry: tuple[Array, Array], x: Float[Array, "*batch in"]
+    self, carry: tuple[Array, Array], inputs: Float[Array, "*batch in"]
   ) -> tuple[tuple[Array, Array], Float[Array, "*batch hidden"]]:
+    x = inputs  # flax.nnx's parameter name (callers may pass inputs=)
     with jax.named_scope(type(self).__name__):
       self._check(x)
       c, h = carry
@@ -391,8 +393,9 @@ class GRUCell(RNNCellBase):
     )
 
   def __call__(
-    self, carry: Array, x: Float[Array, "*batch in"]
+    self, carry: Array, inputs: Float[Array, "*batch in"]
   ) -> tuple[Array, Float[Array, "*batch hidden"]]:
+    x = inputs  # flax.nnx's parameter name (callers may pass inputs=)
     with jax.named_scope(type(self).__name__):
       self._check(x)
       h = carry
@@ -481,8 +484,9 @@ class SimpleCell(RNNCellBase):
     )
 
   def __call__(
-    self, carry: Array, x: Float[Array, "*batch in"]
+    self, carry: Array, inputs: Float[Array, "*batch in"]
   ) -> tuple[Array, Float[Array, "*batch hidden"]]:
+    x = inputs  # flax.nnx's parameter name (callers may pass inputs=)
     with jax.named_scope(type(self).__name__):
       self._check(x)
       new = self.dense_i(x) + self.dense_h(carry)

@@ -134,11 +134,12 @@ class Dropout(Module):
 
   def __call__(
     self,
-    x: Float[Array, "*shape"],
+    inputs: Float[Array, "*shape"],
     *,
     deterministic: bool | None = None,
     rngs: Rngs | RngStream | jax.Array | None = None,
   ) -> Float[Array, "*shape"]:
+    x = inputs  # flax.nnx's parameter name (callers may pass inputs=)
     with jax.named_scope(type(self).__name__):
       name = type(self).__name__
       det = first_from(deterministic, self.deterministic, flag="deterministic", layer=name)

@@ -65,6 +65,13 @@ class Metric(Module):
     return _graph.split(self, *filters)
 
 
+def _zero(*states: MetricState) -> None:
+  """Zeroes each state in place, keeping its shape and dtype: metrics created
+  under ``nnx.vmap`` keep their batch axis through ``reset()`` (as flax.nnx)."""
+  for state in states:
+    state.value = jnp.zeros_like(state.value)
+
+
 def _argument(metric: Any, kwargs: dict) -> Any:
   if metric.argname not in kwargs:
     raise TypeError(
@@ -99,8 +106,7 @@ class Average(Metric):
     self.count = MetricState(jnp.zeros((), jnp.int32))
 
   def reset(self) -> None:
-    self.total.value = jnp.zeros((), jnp.float32)
-    self.count.value = jnp.zeros((), jnp.int32)
+    _zero(self.total, self.count)
 
   def update(self, mask: jax.Array | None = None, **kwargs: Any) -> None:
     """Adds ``kwargs[argname]`` (a scalar or an array, optionally masked)."""
@@ -164,9 +170,7 @@ class Welford(Metric):
     self.m2 = MetricState(jnp.zeros((), jnp.float32))
 
   def reset(self) -> None:
-    self.count.value = jnp.zeros((), jnp.int32)
-    self.mean.value = jnp.zeros((), jnp.float32)
-    self.m2.value = jnp.zeros((), jnp.float32)
+    _zero(self.count, self.mean, self.m2)
 
   def update(self, **kwargs: Any) -> None:
     """Merges the batch's count, mean and sum of squared deviations."""

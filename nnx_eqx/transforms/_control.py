@@ -8,12 +8,14 @@ constant (see ``_carry``). Bodies may not add or remove Module attributes.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
+from ..graph._graph_mode import get_graph_mode
 from . import _lift
 from ._carry import (
   NodeRef,
@@ -52,30 +54,79 @@ def _changed(name: str, upd: _lift.Updates, promoted: tuple) -> dict:
 # --------------------------------------------------------------------------
 def _branch_pure(key, leaves, dyn):
   (name, branches, graphdef, split), spec = key
-  index, rest = join_rest(spec, dyn)
-  ops = dyn[1:] if spec.dynamic and spec.dynamic[0] else list(dyn)
-  head = dyn[:1] if spec.dynamic and spec.dynamic[0] else []
+  index, _ = join_rest(spec, dyn)
   promoted: tuple = ()
   while True:
-    fns = [_branch_fn(name, b, graphdef, split, spec, head, promoted) for b in branches]
+    fns = [_branch_fn(b, (name, graphdef, split, spec, promoted)) for b in branches]
     try:
+      # All of ``dyn`` (the index too, when dynamic) goes in as operands, so the
+      # branch functions close over no values and can be reused across calls.
       if name == "nnx.cond":
-        out, vals = jax.lax.cond(index, fns[0], fns[1], leaves, ops)
+        out, vals = jax.lax.cond(index, fns[0], fns[1], leaves, list(dyn))
       else:
-        out, vals = jax.lax.switch(index, fns, leaves, ops)
+        out, vals = jax.lax.switch(index, fns, leaves, list(dyn))
       return out, _lift.Updates(None, promoted, vals)
     except Promote as e:
       promoted = tuple(sorted(set(promoted) | e.indices))
 
 
-def _branch_fn(name, fn, graphdef, split, spec, head, promoted):
-  def branch(leaves, ops):
-    _, rest = join_rest(spec, [*head, *ops])
+class CondBranches:
+  """The branch functions ``jax.lax.cond``/``switch`` trace for one user branch
+  ``fn``, one per lifting context ``(name, graphdef, split, spec, promoted)``.
+
+  ``jax.lax.cond`` caches its traces by the identity of the functions it is
+  given; handing it the same function for the same ``fn`` and context (a
+  branch used twice in one call, or the same branch in later calls) lets it
+  trace once (flax.nnx 0.12.12 caches its branch wrappers for the same
+  reason). ``fn`` is held weakly, so a local branch function can still be freed.
+  """
+
+  def __init__(self, fn: Callable, graph: bool):
+    try:
+      self.fn_ref: Callable[[], Callable | None] = weakref.ref(fn)
+    except TypeError:  # not cached (see cond_branches): hold it
+      self.fn_ref = lambda: fn
+    self.graph = graph
+    self.by_context: dict = {}
+
+  def branch(self, context: tuple) -> Callable:
+    if (out := self.by_context.get(context)) is None:
+      out = self.by_context[context] = _make_branch(self.fn_ref, context)
+    return out
+
+
+def _make_branch(fn_ref, context):
+  name, graphdef, split, spec, promoted = context
+
+  def branch(leaves, dyn):
+    _, rest = join_rest(spec, dyn)
+    fn = fn_ref()
+    assert fn is not None  # the caller of cond/switch holds it
     out, upd = _lift.call_inner(fn, graphdef, split, leaves, rest)
     changed = _changed(name, upd, promoted)
     return out, [changed.get(i, leaves[i]) for i in promoted]
 
   return branch
+
+
+_COND_BRANCHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def cond_branches(fn: Callable, graph: bool) -> CondBranches:
+  """The :class:`CondBranches` of ``fn`` (the same object while ``fn`` lives);
+  a new one each time for a callable that cannot be weakly referenced or
+  hashed (an instance of a class with ``__slots__`` but no ``__weakref__``)."""
+  try:
+    per_mode = _COND_BRANCHES.setdefault(fn, {})
+  except TypeError:
+    return CondBranches(fn, graph)
+  if (out := per_mode.get(graph)) is None:
+    out = per_mode[graph] = CondBranches(fn, graph)
+  return out
+
+
+def _branch_fn(fn: Callable, context: tuple) -> Callable:
+  return cond_branches(fn, get_graph_mode()).branch(context)
 
 
 _BRANCH = Dispatcher(_branch_pure)

@@ -63,10 +63,12 @@ def _takes_prefixes(fn: Any) -> bool:
   return any(k in params for k in PREFIX_KEYWORDS)
 
 
-def _clone(node: Any, *, graph: bool = True, arrays: bool = False) -> Any:
+def _clone(node: Any, variables: bool = True, *, graph: bool = True, arrays: bool = False) -> Any:
   """``clone`` that also copies plain pytrees of Variables (e.g. States)."""
   if _graph.is_node(node) or isinstance(node, list | dict):
-    return _graph.clone(node, graph=graph, arrays=arrays)
+    return _graph.clone(node, variables, graph=graph, arrays=arrays)
+  if not variables:
+    return _graph.clone(node, variables, graph=graph, arrays=arrays) if arrays else node
   return jax.tree.map(
     lambda x: (
       (_graph.copy_arrays(x.copy()) if arrays else x.copy()) if isinstance(x, Variable) else x

@@ -9,9 +9,10 @@ runs every file in its own pytest process (the files set ``XLA_FLAGS`` at
 import time).
 
 With ``--flax-site`` (the site-packages of an environment with flax, e.g.
-``/work/flaxenv/lib/python3.11/site-packages``; or ``--flax-python``, a python
-with flax) the unmodified tests first run with flax.nnx and their outcomes are
-written to ``flax_suite_reference.json``; ``--reference`` reuses that file. A
+``<flaxenv>/lib/python3.11/site-packages``; or ``--flax-python``, a python
+with flax, default ``$NNX_EQX_FLAX_PYTHON``) the unmodified tests first run with
+flax.nnx and their outcomes are written to ``flax_suite_reference.json``;
+``--reference`` reuses that file. A
 test counts as *applicable* when it is not excluded and passes with flax. The
 summary (``flax_suite.json`` and ``flax_suite.md`` in ``--out``) gives per-file
 counts of applicable tests and how many of them pass with nnx_eqx, and groups
@@ -20,11 +21,18 @@ in ``flax_suite_explained.toml`` (``--explained``): ``fnmatch`` patterns over
 test ids, each with the reason it fails; the markdown lists each failing test
 under its reason and names the tests no pattern explains.
 
+Each flax version measured keeps its results in ``results/flax-<version>/``
+(``flax_suite.json``, ``flax_suite.md``, ``flax_suite_reference.json``; the
+default ``--out``, the version read from the sdist's name); the explanations
+(``flax_suite_explained.toml``) are shared. ``flax_suite.json`` also records the
+flax version and the Python and jax versions of the nnx_eqx run.
+``--sdist`` defaults to ``$NNX_EQX_FLAX_SDIST``.
+
 Typical use (from the repository root)::
 
-  python tests/parity/flax_suite.py --sdist flax-0.12.8.tar.gz \\
+  python tests/parity/flax_suite.py --sdist <dir>/flax-0.12.8.tar.gz \\
       --flax-site <flaxenv>/lib/python3.11/site-packages \\
-      --reference tests/parity/flax_suite_reference.json
+      --reference tests/parity/results/flax-0.12.8/flax_suite_reference.json
 
 ``--flax-site`` is also appended to ``sys.path`` of the nnx_eqx run so the tests
 that compare a layer against its ``flax.linen`` counterpart can import Linen;
@@ -39,6 +47,7 @@ import ast
 import collections
 import fnmatch
 import json
+import os
 import pathlib
 import re
 import shutil
@@ -62,7 +71,7 @@ EXCLUDED_FILES = {
 # Tests whose source mentions one of these names are excluded, with the reason.
 EXCLUDED_TOKENS = {
   "bridge.": "Linen bridge",
-  "_pytree__": "flax internal attributes (`_pytree__state`, `_pytree__nodes`)",
+  "_pytree__state": "flax internal attribute (`_pytree__state`)",
 }
 LINEN_TOKEN = "linen"
 LINEN_REASON = "compares against flax.linen (run with --flax-site to include)"
@@ -75,16 +84,21 @@ import nnx_eqx as _nnx
 Dtype = PrecisionLike = Shape = PaddingLike = Array = _tp.Any
 
 
+# flax config flags and the nnx_eqx settings that hold them.
+_SETTINGS = {"nnx_graph_mode": "set_graph_mode", "nnx_sow_capture_noop": "set_sow_capture_noop"}
+
+
 class _Config:
   def _read(self, name):
-    if name == "nnx_graph_mode":
-      return _nnx.get_graph_mode() if hasattr(_nnx, "get_graph_mode") else True
-    raise KeyError(name)
+    return getattr(_nnx, _SETTINGS[name]).current_value()
 
   def update(self, name, value):
-    if name != "nnx_graph_mode":
-      raise KeyError(name)
-    _nnx.set_graph_mode(value)
+    getattr(_nnx, _SETTINGS[name])(value)
+
+  def __getattr__(self, name):
+    if name not in _SETTINGS:
+      raise AttributeError(name)
+    return self._read(name)
 
 
 config = _Config()
@@ -339,12 +353,17 @@ def explain(failing: list[str], explained: list[tuple[str, str]]) -> tuple[dict,
   return groups, unexplained
 
 
-def markdown(summary: dict, excluded_files: dict, explained: list | None = None) -> str:
+def markdown(
+  summary: dict, excluded_files: dict, explained: list | None = None, run: dict | None = None
+) -> str:
   t = summary["total"]
   app, ok = t.get("applicable", 0), t.get("passed", 0)
   pct = 100 * ok / app if app else 0.0
+  title = "# flax tests/nnx suite against nnx_eqx"
+  if run:
+    title += f" (flax {run['flax']}; nnx_eqx on Python {run['python']}, jax {run['jax']})"
   lines = [
-    "# flax tests/nnx suite against nnx_eqx",
+    title,
     "",
     f"**{ok} of {app} applicable tests pass ({pct:.1f} %).** Excluded: {t.get('excluded', 0)};"
     f" failing with flax itself (not applicable): {t.get('fails_with_flax', 0)}.",
@@ -388,26 +407,111 @@ def run_suite(args, src_dir, work, target, python, env_path, extra_paths, with_l
   return results
 
 
+RESULTS = HERE / "results"
+
+
+def sdist_version(sdist: str) -> str | None:
+  """``0.12.8`` from ``.../flax-0.12.8.tar.gz``."""
+  m = re.match(r"flax-(.+?)\.(?:tar\.gz|tgz)$", pathlib.Path(sdist).name)
+  return m.group(1) if m else None
+
+
+def load_results() -> list[dict]:
+  """The committed runs, one per flax version (oldest first): each ``flax_suite.json``
+  with its folder under ``"dir"``."""
+  runs = []
+  for path in RESULTS.glob("flax-*/flax_suite.json"):
+    run = json.loads(path.read_text())
+    run["dir"] = path.parent
+    runs.append(run)
+  key = lambda r: tuple(int(x) for x in re.findall(r"\d+", r["dir"].name))  # noqa: E731
+  return sorted(runs, key=key)
+
+
+def runtime_versions(python: str, env_path: str) -> dict:
+  """Python and jax versions of ``python`` (the interpreter that ran nnx_eqx)."""
+  code = "import sys, jax; print(sys.version.split()[0], jax.__version__)"
+  env = {"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu"}
+  out = subprocess.run([python, "-c", code], env=env, capture_output=True, text=True, check=True)
+  py, jax_version = out.stdout.split()
+  return {"python": py, "jax": jax_version}
+
+
+def _require(value, what: str, env: str) -> str:
+  if not value:
+    raise SystemExit(f"flax_suite.py: no {what}. Pass it as an argument or set ${env}.")
+  return value
+
+
+def strip_paths(results: dict, tree: str) -> dict:
+  """Failure messages with the measured checkout's path removed (``nnx_eqx/x.py:12``),
+  so the committed results name no machine path."""
+  prefix = tree.rstrip("/") + "/"
+  for cases in results.values():
+    for case in cases.values():
+      case["message"] = case["message"].replace(prefix, "")
+  return results
+
+
+def _merge_earlier(args, path: pathlib.Path, results: dict) -> dict:
+  """With ``--only``, the files run now replace theirs in an earlier run's results."""
+  if args.only and path.exists():
+    return {**json.loads(path.read_text()), **results}
+  return results
+
+
 def main(argv=None):
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  src = p.add_mutually_exclusive_group(required=True)
-  src.add_argument("--sdist", help="flax sdist (.tar.gz) holding tests/nnx")
+  src = p.add_mutually_exclusive_group()
+  src.add_argument(
+    "--sdist",
+    default=os.environ.get("NNX_EQX_FLAX_SDIST"),
+    help="flax sdist (.tar.gz) holding tests/nnx (default: $NNX_EQX_FLAX_SDIST)",
+  )
   src.add_argument("--tests-dir", help="a flax tests/nnx folder")
+  p.add_argument("--flax-version", help="flax version measured (default: from the sdist name)")
   p.add_argument("--python", default=sys.executable, help="python that runs nnx_eqx")
-  p.add_argument("--flax-python", help="python with flax installed (default: --python)")
+  p.add_argument(
+    "--flax-python",
+    default=os.environ.get("NNX_EQX_FLAX_PYTHON"),
+    help="python with flax installed (default: $NNX_EQX_FLAX_PYTHON)",
+  )
   p.add_argument("--flax-site", help="site-packages holding flax.linen for Linen comparisons")
   p.add_argument("--reference", help="reuse a reference JSON written by an earlier run")
-  p.add_argument("--only", nargs="*", help="substrings of the test files to run")
+  p.add_argument(
+    "--only",
+    nargs="*",
+    help="substrings of the test files to run; their results replace those of the same"
+    " files in the results already in --out (reference and nnx_eqx runs alike)",
+  )
   p.add_argument("--timeout", type=int, default=1200, help="seconds per test file")
   p.add_argument("--tree", default=str(ROOT), help="folder holding the nnx_eqx package")
   p.add_argument("--keep", action="store_true", help="keep the rewritten tests")
-  p.add_argument("--out", default=str(HERE), help="folder for flax_suite.json/.md")
+  p.add_argument("--out", help="folder for the results (default: results/flax-<version>)")
   p.add_argument(
     "--explained",
     default=str(HERE / "flax_suite_explained.toml"),
     help="TOML of [[failure]] pattern/why entries explaining failing tests",
   )
+  p.add_argument(
+    "--render",
+    metavar="DIR",
+    help="only rewrite DIR/flax_suite.md from DIR/flax_suite.json and --explained (after"
+    " editing the explanations); runs nothing",
+  )
   args = p.parse_args(argv)
+  if args.render:
+    out = pathlib.Path(args.render)
+    detail = json.loads((out / "flax_suite.json").read_text())
+    explained = load_explained(pathlib.Path(args.explained))
+    text = markdown(detail["summary"], detail["excluded_files"], explained, detail)
+    (out / "flax_suite.md").write_text(text)
+    return
+  if not args.tests_dir:
+    _require(args.sdist, "flax sdist (--sdist)", "NNX_EQX_FLAX_SDIST")
+  version = args.flax_version or (sdist_version(args.sdist) if args.sdist else None)
+  if args.out is None:
+    args.out = str(RESULTS / f"flax-{_require(version, 'flax version (--flax-version)', '-')}")
   pathlib.Path(args.out).mkdir(parents=True, exist_ok=True)
 
   work = pathlib.Path(tempfile.mkdtemp(prefix="flax_suite_"))
@@ -417,20 +521,32 @@ def main(argv=None):
   ref = None
   if args.reference:
     ref = json.loads(pathlib.Path(args.reference).read_text())
-  elif args.flax_python or args.flax_site:
+  elif args.flax_python or args.flax_site:  # (the reference run)
     python = args.flax_python or args.python
     ref = run_suite(args, src_dir, work, "flax", python, "", extra, True)
     ref_path = pathlib.Path(args.out) / "flax_suite_reference.json"
+    ref = _merge_earlier(args, ref_path, ref)
     ref_path.write_text(json.dumps(ref, indent=1, sort_keys=True) + "\n")
     print(f"reference results in {ref_path}")
   tree = str(pathlib.Path(args.tree).resolve())
-  ours = run_suite(args, src_dir, work, "nnx_eqx", args.python, tree, extra, with_linen)
-  summary = summarise(ours, ref)
+  ours = strip_paths(
+    run_suite(args, src_dir, work, "nnx_eqx", args.python, tree, extra, with_linen), tree
+  )
   out = pathlib.Path(args.out)
-  detail = {"summary": summary, "excluded_files": EXCLUDED_FILES, "results": ours}
+  earlier = out / "flax_suite.json"
+  if args.only and earlier.exists():
+    ours = {**json.loads(earlier.read_text())["results"], **ours}
+  summary = summarise(ours, ref)
+  detail = {
+    "summary": summary,
+    "excluded_files": EXCLUDED_FILES,
+    "results": ours,
+    "flax": version,
+    **runtime_versions(args.python, tree),
+  }
   (out / "flax_suite.json").write_text(json.dumps(detail, indent=1, sort_keys=True) + "\n")
   explained = load_explained(pathlib.Path(args.explained))
-  text = markdown(summary, EXCLUDED_FILES, explained)
+  text = markdown(summary, EXCLUDED_FILES, explained, detail)
   (out / "flax_suite.md").write_text(text)
   print(text)
   if args.keep:

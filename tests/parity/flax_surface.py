@@ -1,15 +1,17 @@
 """Records flax.nnx's public import surface (run in an environment with flax).
 
-/work/flaxenv/bin/python tests/parity/flax_surface.py
+<python with flax> tests/parity/flax_surface.py
 
-Writes ``flax_surface.json``: for every public module path under ``flax.nnx``
+Writes ``flax_surface_<flax version>.json`` beside this file: for every public
+module path under ``flax.nnx``
 (private modules and the Linen ``bridge`` package left out), the public
 functions, classes and constants a user can import from it. A name counts when
 the module defines it (``def``/``class``/assignment), re-exports it explicitly
 (``from x import y as y``), lists it in ``__all__``, or, for a package's
 ``__init__``, imports it from inside flax. Type variables, typing constructs,
 modules and plain aliases of third-party types (``Array = jax.Array``) are left
-out. ``tests/test_flax_surface.py`` checks the list against nnx_eqx.
+out. ``tests/test_flax_surface.py`` checks every such file (one per flax version
+measured) against nnx_eqx.
 """
 
 import ast
@@ -120,7 +122,7 @@ def surface() -> dict[str, list[str]]:
 
 if __name__ == "__main__":
   data = {"_flax_version": flax.__version__, "modules": surface()}
-  out = pathlib.Path(__file__).with_name("flax_surface.json")
+  out = pathlib.Path(__file__).with_name(f"flax_surface_{flax.__version__}.json")
   out.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
   total = sum(len(v) for v in data["modules"].values())
   print(f"wrote {out}: {len(data['modules'])} modules, {total} names")

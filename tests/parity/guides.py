@@ -10,7 +10,7 @@ exactly, the numbers to a relative 1e-5 (float printing and reduction order may 
 digit). It needs flax installed in another environment, so it is not part of the pytest suite::
 
   PYTHONPATH=$PWD .venv/bin/python tests/parity/guides.py \\
-      --flax-src /work/flaxsrc/flax-0.12.8 --flax-python /work/flaxenv/bin/python \\
+      --flax-src <extracted flax-0.12.8 sdist> --flax-python <python with flax> \\
       [--only transforms] [--out /tmp/guides] [--show-diffs]
 
 Every run uses ``JAX_PLATFORMS=cpu`` and 8 fake host devices (the sharding guides need a mesh),
@@ -227,10 +227,18 @@ def main() -> None:
     description=__doc__, formatter_class=argparse.RawTextHelpFormatter
   )
   parser.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
-  parser.add_argument("--flax-src", default="/work/flaxsrc/flax-0.12.8")
-  parser.add_argument("--flax-python", default="/work/flaxenv/bin/python")
+  parser.add_argument(
+    "--flax-src",
+    default=os.environ.get("NNX_EQX_FLAX_SRC"),
+    help="an extracted flax source tree (default: $NNX_EQX_FLAX_SRC)",
+  )
+  parser.add_argument(
+    "--flax-python",
+    default=os.environ.get("NNX_EQX_FLAX_PYTHON"),
+    help="a python with flax installed (default: $NNX_EQX_FLAX_PYTHON)",
+  )
   parser.add_argument("--only", action="append", help="source name substring (repeatable)")
-  parser.add_argument("--out", default="/tmp/guides")
+  parser.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "guides"))
   parser.add_argument("--timeout", type=int, default=900, help="seconds per source and side")
   parser.add_argument("--cell-timeout", type=int, default=300, help="seconds per cell")
   parser.add_argument("--show-diffs", action="store_true", help="print every differing cell")
@@ -238,6 +246,12 @@ def main() -> None:
   if args.worker:
     worker(args.worker[0], args.worker[1], int(args.worker[2]))
     return
+  for value, flag, env in (
+    (args.flax_src, "--flax-src", "NNX_EQX_FLAX_SRC"),
+    (args.flax_python, "--flax-python", "NNX_EQX_FLAX_PYTHON"),
+  ):
+    if not value:
+      parser.error(f"{flag} is required: pass it or set ${env}.")
 
   root = Path(args.flax_src)
   sources = sorted((root / "docs_nnx/guides").glob("*.md"))
