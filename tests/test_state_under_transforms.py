@@ -393,3 +393,20 @@ def test_an_update_of_a_call_that_failed_in_handled_code_is_reported_as_such():
   with pytest.raises(nnx.LostUpdateError, match="raised an exception after the update"):
     jax.tree.leaves(m)
   nnx.clear_lost_updates(m)
+
+
+def test_a_compiled_program_cache_keeps_no_module_alive():
+  """The link to the module last flattened is weak: ``jax.jit``'s cache, which
+  holds the module's structure, does not keep the module and its arrays alive."""
+  import gc
+  import weakref
+
+  f = jax.jit(lambda m, x: m(x))
+  m = _native_bn()
+  m.eval()
+  f(m, X)
+  f(m, X)
+  gone = weakref.ref(m)
+  del m
+  gc.collect()
+  assert gone() is None

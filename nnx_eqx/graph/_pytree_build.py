@@ -32,7 +32,7 @@ def rebase(nd: Any, ref: Any, children: Any = ()) -> None:
 
   The first node rebuilt in a JAX transformation's trace is a copy: its
   Variables (in ``children``) are linked to the originals (see ``_lost_updates``)."""
-  src = nd.last
+  src = None if nd.last is None else nd.last()  # (a weak reference)
   if src is not None and nd.base_key[0] is not ref and _tracing.in_transform():
     nd.last = None  # (a temporary passed to the transformation is not kept alive)
     _lost_updates.link(children, [src.__dict__.get(k) for k in nd.keys])

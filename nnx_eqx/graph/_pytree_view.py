@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from operator import itemgetter
 from typing import Any
+from weakref import ref as _weak
 
 import jax
 from jax.tree_util import DictKey, GetAttrKey, SequenceKey
@@ -163,8 +164,10 @@ class NodeDef:
     fast = self.plain and not views and flag is None and self.keys
     self.getter = itemgetter(*self.keys) if fast else None
     self.single = len(self.keys) == 1
-    # the node last flattened with this definition: the copies a JAX transformation
-    # rebuilds from it are linked to its Variables (see ``_lost_updates.link``)
+    # a weak reference to the node last flattened with this definition: the copies a
+    # JAX transformation rebuilds from it are linked to its Variables (see
+    # ``_lost_updates.link``); weak, so a compiled-program cache holding this
+    # definition keeps no model alive
     self.last = None
     self._hash = hash((cls, layout, refs))
 
@@ -451,6 +454,14 @@ def _children(node: Any, nd: NodeDef) -> list:
   return kids
 
 
+def _remember(nd: NodeDef, node: Any) -> None:
+  """``nd.last``: a weak reference to ``node``, flattened now (see ``_lost_updates``)."""
+  try:
+    nd.last = _weak(node)
+  except TypeError:  # (a node type without weak references)
+    nd.last = None
+
+
 def _flatten_pending(node: Any) -> tuple[list, NodeDef]:
   """Flattens while writes to copies are pending or values are stale: counts the
   Variables among the children as carried on and refuses stale ones (a map with
@@ -459,7 +470,7 @@ def _flatten_pending(node: Any) -> tuple[list, NodeDef]:
   if pv is not None:
     return _prefix_children(node, pv), pv
   nd = node_def(node)
-  nd.last = node
+  _remember(nd, node)
   kids = _children(node, nd)
   _lost_updates.check_flattened(kids)
   return kids, nd
@@ -473,7 +484,10 @@ def flatten(node: Any) -> tuple[Any, NodeDef]:
   rec = d.get(_RECORD)
   if rec is not None and rec[0] == _EPOCH[0]:
     nd = rec[1]
-    nd.last = node
+    try:
+      nd.last = _weak(node)
+    except TypeError:  # (a node type without weak references)
+      nd.last = None
     g = nd.getter
     if g is not None:  # the common case, inline
       return ((g(d),) if nd.single else g(d)), nd
@@ -487,7 +501,7 @@ def flatten(node: Any) -> tuple[Any, NodeDef]:
   if pv is not None:
     return _prefix_children(node, pv), pv
   nd = _compute(node)
-  nd.last = node
+  _remember(nd, node)
   return _children(node, nd), nd
 
 
@@ -497,7 +511,7 @@ def flatten_with_keys(node: Any) -> tuple[list, NodeDef]:
   if pv is not None:
     return list(zip(pv.jkeys, _prefix_children(node, pv))), pv
   nd = node_def(node)
-  nd.last = node
+  _remember(nd, node)
   kids = _children(node, nd)
   if _PENDING or _STALE:
     _lost_updates.check_flattened(kids)
@@ -548,7 +562,7 @@ def unflatten(nd: NodeDef, children: Any) -> Any:
   cls = nd.cls
   trace = current_trace()
   kids = children if type(children) is list else list(children)
-  src = nd.last
+  src = None if nd.last is None else nd.last()
   if src is not None and in_transform():  # copies: linked to their originals
     nd.last = None
     if nd.module:
