@@ -41,7 +41,11 @@ Writes under ``jax.eval_shape`` / ``eqx.filter_eval_shape`` are exempt (shape
 evaluation discards all values), and so are writes made before an error that an
 interactive session reported (``sys.last_value``): they belong to the call that
 failed. A copy whose original cannot be told (a Variable passed to a transform
-on its own, outside any Module) is not linked: its drop is not reported.
+on its own, outside any Module) is not linked: its drop is not reported. Two
+nodes that share one definition (one rebuilt from the other's pytree, as
+``jax.tree.map`` does) passed to the same transformation are told apart only by
+the order of flattening: the first copy rebuilt is linked to the node flattened
+last.
 
 Nothing here costs more than one test of two module-level dicts for emptiness
 while no copy has been written and no value is stale.
