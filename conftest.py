@@ -76,13 +76,16 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def _no_dropped_state_updates():
-  """Fails the test that dropped a state update inside a JAX transformation
-  without the library reporting it (nnx.LostUpdateError at the next flatten or
-  walk), so such a drop is never blamed on a later test."""
+  """Fails the test that left a module with a stale value (a state update that a
+  JAX transformation dropped, see nnx.LostUpdateError) still held after the test
+  without the library ever reporting it, and forgets every record, so nothing of
+  one test reaches the next."""
   yield
   from nnx_eqx.graph import _lost_updates
 
   try:
-    _lost_updates.check()
+    lost = _lost_updates.unreported()
+    if lost:
+      pytest.fail(f"dropped state updates never reported: {lost}")
   finally:
     _lost_updates.reset()

@@ -1,7 +1,7 @@
 """Per-call overhead of a jitted train step, and split/merge cost vs model size.
 
 Side by side in one process (interleaved rounds, medians): nnx_eqx, hand-written
-``jax.jit``, ``eqx.filter_jit`` and ``flax.nnx`` (when importable). Three tables:
+``jax.jit``, ``eqx.filter_jit`` and ``flax.nnx`` (when importable). Four tables:
 
 * ``train_step``: one SGD step of a 4x64 MLP (batch 32), timed two ways:
   *pipelined* (back-to-back calls, only the last one blocked on: throughput,
@@ -16,6 +16,14 @@ Side by side in one process (interleaved rounds, medians): nnx_eqx, hand-written
 * ``split_merge``: ``nnx.merge(*nnx.split(m))`` of the 4x64 MLP and of modules
   holding 10 to 100,000 Variables, next to ``jax.tree`` flatten + unflatten of
   the split State (the same Variables and leaves; the baseline).
+* ``ref_state``: blocked latency of a training-mode forward pass of a small
+  ``Linear``/``BatchNorm`` stack under ``jax.jit``, ``eqx.filter_jit`` and
+  ``nnx.jit``, with plain ``BatchStat`` Variables (under ``jax.jit`` and
+  ``eqx.filter_jit`` the statistics are returned and applied with
+  ``nnx.update``, as Equinox threads ``eqx.nn.State``) and with Ref-backed ones
+  (``nnx.with_vars(model, ref=True, only=nnx.Not(nnx.Param))``: the transforms
+  update them in place). The ``LostUpdateError`` message and the Equinox
+  migration page quote the extra cost of the Ref-backed calls.
 
     python benchmarks/overhead.py            # full run
     python benchmarks/overhead.py --quick    # fewer repeats, smaller sizes
@@ -50,7 +58,7 @@ OVERHEAD_WIDTH = 16
 cheap, so the per-call cost of each framework is what is measured)."""
 
 SPLIT_STATE = "jax.jit over split state"
-TABLES = ("train_step", "call_overhead", "split_merge")
+TABLES = ("train_step", "call_overhead", "split_merge", "ref_state")
 
 
 def _loss(y_pred, y):
@@ -270,6 +278,60 @@ def split_merge_rows(sizes, n, rounds, flax_max: int = 10_000) -> list[dict]:
   return rows
 
 
+# -- Ref-backed state ----------------------------------------------------------
+REF_WIDTH, REF_BLOCKS = 16, 2
+
+
+def _bn_stack(rngs) -> nnx.Sequential:
+  layers = []
+  for _ in range(REF_BLOCKS):
+    layers += [nnx.Linear(REF_WIDTH, REF_WIDTH, rngs=rngs), nnx.BatchNorm(REF_WIDTH, rngs=rngs)]
+  return nnx.Sequential(*layers)
+
+
+def _carried(jit: Callable, model: Any, x: Any) -> Callable[[], Any]:
+  """``jit`` over a forward pass that returns the statistics, applied after the call."""
+
+  @jit
+  def forward(m, x):
+    return m(x), nnx.state(m, nnx.BatchStat)
+
+  def run():
+    y, stats = forward(model, x)
+    nnx.update(model, stats)
+    return y
+
+  return run
+
+
+def _in_place(jit: Callable, model: Any, x: Any) -> Callable[[], Any]:
+  """``jit`` over a forward pass whose updates reach the model by themselves."""
+  forward = jit(lambda m, x: m(x))
+  return lambda: forward(model, x)
+
+
+def ref_state_rows(n: int, rounds: int) -> list[dict]:
+  """Plain vs Ref-backed ``BatchStat`` under each jit; baseline: ``jax.jit``, plain."""
+  x = jax.random.normal(jax.random.key(1), (BATCH, REF_WIDTH))
+
+  def refs():
+    return nnx.with_vars(_bn_stack(nnx.Rngs(0)), ref=True, only=nnx.Not(nnx.Param))
+
+  fns: dict[str, Callable[[], Any]] = {
+    "jax.jit, plain (state returned)": _carried(jax.jit, _bn_stack(nnx.Rngs(0)), x),
+    "jax.jit, Ref-backed": _in_place(jax.jit, refs(), x),
+    "eqx.filter_jit, plain (state returned)": _carried(eqx.filter_jit, _bn_stack(nnx.Rngs(0)), x),
+    "eqx.filter_jit, Ref-backed": _in_place(eqx.filter_jit, refs(), x),
+    "nnx.jit, plain": _in_place(nnx.jit, _bn_stack(nnx.Rngs(0)), x),
+    "nnx.jit, Ref-backed": _in_place(nnx.jit, refs(), x),
+  }
+  case = f"{REF_BLOCKS}x (Linear + BatchNorm({REF_WIDTH})), blocked"
+  return [
+    {"case": case, "impl": k, "us": t * 1e6, "baseline": k.startswith("jax.jit, plain")}
+    for k, t in interleaved(fns, n, rounds, block=True).items()
+  ]
+
+
 def deep_nesting_ok(depth: int = 1000) -> bool:
   root = cur = nnx.Module()
   for _ in range(depth):
@@ -305,6 +367,12 @@ def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
     out["split_merge"] = split_merge_rows(sizes, n, rounds)
     print_table("split + merge", out["split_merge"])
     print(f"\nnesting depth 1000 split/merge: {'ok' if deep_nesting_ok() else 'FAILED'}")
+  if "ref_state" in only:
+    out["ref_state"] = ref_state_rows(n, rounds)
+    print_table(
+      f"Ref-backed state: blocked latency of a training-mode forward pass, batch {BATCH}",
+      out["ref_state"],
+    )
   return out
 
 

@@ -42,6 +42,7 @@ from .module import Sequential as Sequential
 from .graph import FilterError as FilterError
 from .graph import GraphStructureError as GraphStructureError
 from .graph import LostUpdateError as LostUpdateError
+from .graph import clear_lost_updates as clear_lost_updates
 from .graph import ModeFlagError as ModeFlagError
 from .graph import PytreeDepthError as PytreeDepthError
 from .graph import SharedReferenceError as SharedReferenceError
@@ -380,3 +381,8 @@ from ._flax_names import OutOfScopeError as OutOfScopeError  # noqa: E402
 _flax_names.install()  # a module __getattr__ here and on the namespaces concerned
 
 __version__ = "0.1.0"
+
+# Public exceptions report their public import path (``nnx_eqx.LostUpdateError``).
+from ._exceptions import publish_all as _publish_exceptions  # noqa: E402
+
+_publish_exceptions()

@@ -162,7 +162,7 @@ plt.show()
 # Modules are JAX pytrees too (keeping their sharing), so plain `jax.jit` and
 # Equinox transforms accept them directly. Inside those the module is a copy:
 # return it to keep what the call changed (here the call counter); an update that
-# would be dropped raises `nnx.LostUpdateError` instead.
+# is dropped leaves the module stale, and using it again raises `nnx.LostUpdateError`.
 
 # %%
 import equinox as eqx  # noqa: E402

@@ -96,3 +96,95 @@ def test_errors_share_a_base_class_and_builtin_types():
     (nnx.TraceContextError, RuntimeError),
   ]:
     assert issubclass(cls, nnx.NnxError) and issubclass(cls, builtin)
+
+
+def _public_exceptions():
+  """Every exception class nnx_eqx's public modules export, with where."""
+  import importlib
+  import pkgutil
+
+  names = ["nnx_eqx"] + [
+    m.name
+    for m in pkgutil.walk_packages(nnx.__path__, "nnx_eqx.")
+    if not any(part.startswith("_") for part in m.name.split("."))
+  ]
+  found: dict[type, list[str]] = {}
+  for name in names:
+    for key, obj in vars(importlib.import_module(name)).items():
+      if (
+        isinstance(obj, type)
+        and issubclass(obj, BaseException)
+        and obj.__module__.split(".")[0] == "nnx_eqx"
+        and not key.startswith("_")
+      ):
+        found.setdefault(obj, []).append(f"{name}.{key}")
+  return found
+
+
+def test_public_exceptions_name_a_public_module_that_exports_them():
+  import importlib
+
+  found = _public_exceptions()
+  assert nnx.LostUpdateError in found and nnx.bridge.UnconvertibleFieldError in found
+  for cls, where in found.items():
+    assert not any(p.startswith("_") for p in cls.__module__.split(".")), (cls, where)
+    assert getattr(importlib.import_module(cls.__module__), cls.__name__) is cls, where
+  assert nnx.CheckpointMismatchError.__module__ == "nnx_eqx"
+  assert nnx.bridge.UnconvertibleFieldError.__module__ == "nnx_eqx.bridge"
+
+
+def test_every_public_exception_is_on_the_errors_page():
+  import pathlib
+
+  page = (pathlib.Path(__file__).parents[1] / "docs" / "api" / "errors.md").read_text()
+  missing = [
+    f"{cls.__module__}.{cls.__name__}"
+    for cls in _public_exceptions()
+    if f"::: {cls.__module__}.{cls.__name__}\n" not in page + "\n"
+  ]
+  assert not missing, f"add to docs/api/errors.md: {missing}"
+
+
+def test_the_bridge_guide_lists_the_bridge_errors():
+  import pathlib
+
+  guide = (pathlib.Path(__file__).parents[1] / "docs" / "guides" / "bridge.md").read_text()
+  import inspect
+
+  bridge = [
+    f"`{c.__module__.replace('nnx_eqx', 'nnx')}.{c.__name__}`"
+    for c in _public_exceptions()
+    if "bridge" in inspect.getfile(c).split("nnx_eqx")[-1]
+  ]
+  assert len(bridge) >= 8 and all(name in guide for name in bridge), bridge
+
+
+def test_from_eqx_refuses_a_state_of_another_model_naming_path_shapes_and_dtypes():
+  import equinox as eqx
+
+  make = eqx.nn.make_with_state(eqx.nn.BatchNorm)
+  bn3, state3 = make(3, "batch", mode="batch")
+  _, state5 = make(5, "batch", mode="batch")
+  nnx.from_eqx(bn3, state3)
+  with pytest.raises(nnx.ShapeDtypeError, match=r"batch_state_index.*float32\[3\].*float32\[5\]"):
+    nnx.from_eqx(bn3, state5)
+
+
+def test_a_write_under_jax_vmap_shows_the_nnx_vmap_call_that_works():
+  """Equinox's batching idiom for a converted BatchNorm writes from a plain
+  ``jax.vmap``: the error shows the ``nnx.vmap`` line, which runs as shown."""
+  import re
+
+  import equinox as eqx
+
+  bn, state = eqx.nn.make_with_state(eqx.nn.BatchNorm)(3, "batch", mode="batch")
+  model = nnx.from_eqx(bn, state)
+  x = jnp.linspace(-1.0, 1.0, 24, dtype=jnp.float32).reshape(8, 3)
+  with pytest.raises(nnx.TraceContextError) as info:
+    jax.vmap(model, axis_name="batch", in_axes=(0, None), out_axes=(0, None))(x, None)
+  shown = re.search(r"`(y = nnx\.vmap\(.*?\)\(model, x\))`", str(info.value))
+  assert shown is not None and "axis_name='batch'" in shown.group(1), str(info.value)
+  scope = {"nnx": nnx, "model": model, "x": x}
+  exec(shown.group(1), scope)  # noqa: S102 (the line the error shows, as shown)
+  assert scope["y"].shape == (8, 3)
+  assert int(model.counter.value) == 1  # the statistics were written back

@@ -1,6 +1,7 @@
 """State updates (BatchNorm statistics, RNG counts) under JAX's and Equinox's
-transformations: kept when carried out, refused (``nnx.LostUpdateError``) when a
-transformation drops them, never silently lost."""
+transformations: kept when carried out; when a transformation drops them, the
+module left stale refuses to be used (``nnx.LostUpdateError``), nothing else does;
+never silently lost."""
 
 import equinox as eqx
 import jax
@@ -94,16 +95,21 @@ def _state(m, kind):
 
 @pytest.mark.parametrize("layer", LAYERS)
 @pytest.mark.parametrize("transform", TRANSFORMS)
-def test_a_dropped_update_is_refused_and_names_the_variable(layer, transform):
+def test_a_dropped_update_is_refused_where_the_stale_module_is_used(layer, transform):
   make, kind = LAYERS[layer]
-  m = make()
+  m, other = make(), nnx.Linear(2, 2, rngs=nnx.Rngs(1))
   before = _state(m, kind)
+  TRANSFORMS[transform](lambda m, x=X: _call(m, x), m)  # the update is dropped here
+  jax.tree.leaves(other)  # an unrelated module is not concerned
+  nnx.state(other)
   with pytest.raises(nnx.LostUpdateError, match=kind.__name__) as info:
-    TRANSFORMS[transform](lambda m, x=X: _call(m, x), m)
-    jax.tree.leaves(m)  # (the transformation returned: the next flatten reports it)
+    jax.tree.leaves(m)
   assert "nnx.update" in str(info.value) and "with_vars" in str(info.value)
-  assert_trees_equal(_state(m, kind), before)  # the module is as it was
-  jax.tree.leaves(m)  # reported once: the module is usable again
+  with pytest.raises(nnx.LostUpdateError, match=kind.__name__):
+    nnx.state(m)  # (a graph walk)
+  nnx.clear_lost_updates(m)  # the values from before the call, accepted
+  assert_trees_equal(_state(m, kind), before)
+  jax.tree.leaves(m)
 
 
 # Refs under vmap are refused (below); plain jax.grad differentiates every leaf, Refs
@@ -188,12 +194,94 @@ def test_evaluation_mode_writes_nothing_and_raises_nothing():
 def test_the_error_names_the_path_and_where_it_was_written():
   m = Net()
   eqx.filter_jit(lambda m: m(X))(m)
+  with pytest.raises(nnx.LostUpdateError, match="Net.bn.mean"):
+    eqx.filter_jit(lambda m: m(X))(m)  # (flattened, its BatchNorm is refused first)
   with pytest.raises(nnx.LostUpdateError) as info:
-    eqx.filter_jit(lambda m: m(X))(m)
+    nnx.state(m)  # a graph walk lists every stale Variable
   text = str(info.value)
-  assert "3 state update(s)" in text
+  assert "3 Variable(s)" in text
   assert "`Net.bn.mean`" in text and "`Net.bn.var`" in text and "`Net.do.rngs.count`" in text
   assert "test_state_under_transforms.py" in text
+
+
+def test_the_issue_example_raises_on_the_stale_module_only():
+  x = jnp.ones((4, 3), jnp.float32)
+  bn, other = nnx.BatchNorm(3, rngs=nnx.Rngs(0)), nnx.Linear(2, 2, rngs=nnx.Rngs(1))
+  jax.jit(lambda m, x: m(x))(bn, x)  # BatchNorm's update is dropped
+  jax.tree.leaves(other)
+  other(jnp.ones((1, 2), jnp.float32))
+  with pytest.raises(nnx.LostUpdateError, match="BatchNorm.mean"):
+    bn.mean[...]  # reading the stale statistics
+  with pytest.raises(nnx.LostUpdateError, match="BatchNorm.mean"):
+    bn.mean.value
+  with pytest.raises(nnx.LostUpdateError, match="clear_lost_updates"):
+    bn(x)  # an eager call would go on from them
+  with pytest.raises(nnx.LostUpdateError):
+    bn.mean.value = jnp.ones(3, jnp.float32)  # writing one of them
+  nnx.clear_lost_updates(bn)
+  assert_trees_equal(bn.mean[...], jnp.zeros(3, jnp.float32))
+  nnx.jit(lambda m, x: m(x))(bn, x)  # the fixed call carries the update
+  assert float(jnp.abs(bn.mean[...]).sum()) > 0
+
+
+def test_clear_lost_updates_without_arguments_clears_every_module():
+  a, b = _native_bn(), _native_bn()
+  jax.jit(lambda a, b: (a(X), b(X)))(a, b)
+  nnx.clear_lost_updates()
+  jax.tree.leaves((a, b))
+
+
+def test_clear_lost_updates_of_one_module_keeps_the_other_refused():
+  a, b = _native_bn(), _native_bn()
+  jax.jit(lambda a, b: (a(X), b(X)))(a, b)
+  nnx.clear_lost_updates(a)
+  jax.tree.leaves(a)
+  with pytest.raises(nnx.LostUpdateError):
+    jax.tree.leaves(b)
+  nnx.clear_lost_updates(b)
+
+
+def test_a_dropped_update_of_a_temporary_raises_nothing():
+  """flax's idiom: layers built under ``jax.vmap`` from a forked ``Rngs``, which
+  is thrown away with the count it advanced; likewise a fresh ``Rngs`` under
+  ``jax.jit``."""
+  rngs = nnx.Rngs(0)
+
+  @jax.vmap
+  def create(r):
+    return nnx.Linear(2, 2, rngs=r)
+
+  layers = create(rngs.fork(split=3))
+  assert layers.kernel.value.shape == (3, 2, 2)
+  keys = jax.jit(lambda r: r.params())(nnx.Rngs(1))
+  jax.tree.leaves((rngs, layers, keys))
+  assert _lost_updates.unreported() == []
+
+
+def test_an_update_dropped_by_an_inner_transform_is_reported_on_the_outer_original():
+  m = _native_bn()
+
+  @jax.jit
+  def f(m):
+    jax.checkpoint(lambda m: m(X))(m)  # the inner copy's update is dropped
+    return 0.0  # (and the outer copy is not read)
+
+  f(m)
+  with pytest.raises(nnx.LostUpdateError, match="BatchNorm.mean"):
+    m.mean[...]
+  nnx.clear_lost_updates(m)
+  m.mean[...]
+
+
+def test_an_update_dropped_by_an_inner_transform_is_refused_inside_the_outer_one():
+  m = _native_bn()
+
+  def f(m):
+    jax.checkpoint(lambda m: m(X))(m)
+    return m.mean[...]  # the outer copy is stale
+
+  with pytest.raises(nnx.LostUpdateError, match="BatchNorm.mean"):
+    jax.jit(f)(m)
 
 
 def _equinox_step(opt, on_trace=lambda: None):
@@ -302,5 +390,23 @@ def test_an_update_of_a_call_that_failed_in_handled_code_is_reported_as_such():
 
   with pytest.raises(ZeroDivisionError):
     eqx.filter_jit(fails)(m)
-  with pytest.raises(nnx.LostUpdateError, match="raised an exception before"):
+  with pytest.raises(nnx.LostUpdateError, match="raised an exception after the update"):
     jax.tree.leaves(m)
+  nnx.clear_lost_updates(m)
+
+
+def test_a_compiled_program_cache_keeps_no_module_alive():
+  """The link to the module last flattened is weak: ``jax.jit``'s cache, which
+  holds the module's structure, does not keep the module and its arrays alive."""
+  import gc
+  import weakref
+
+  f = jax.jit(lambda m, x: m(x))
+  m = _native_bn()
+  m.eval()
+  f(m, X)
+  f(m, X)
+  gone = weakref.ref(m)
+  del m
+  gc.collect()
+  assert gone() is None

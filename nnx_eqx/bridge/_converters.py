@@ -25,7 +25,7 @@ from ._eqx_layers import KernelLinear, build_nnx_linear, nnx_linear_defaults, pa
 from ._random import StreamAttention, StreamDropout, StreamRef, fork_stream
 from ._registry import register
 from ._stack import stack_shape
-from ._state import state_value
+from ._state import Spec, state_value
 from ._to_eqx import ToEqxContext
 
 enn = eqx.nn
@@ -235,7 +235,15 @@ def batchnorm_to_nnx(e: enn.BatchNorm, ctx: FromEqxContext) -> Any:
     if e.mode == "batch"
     else ("ema_first_time_index", "ema_state_index")
   )
-  read = [state_value(getattr(e, k), ctx.state, ctx.path) for k in (counter, stats)]
+  # the statistics are shaped as the scale (stacked layers too), in its dtype; the
+  # counter has the stack axes only
+  expected: dict[str, Any] = dict.fromkeys((counter, stats))
+  if e.weight is not None:
+    stat = Spec(e.weight.shape, e.weight.dtype)
+    expected = {counter: Spec(e.weight.shape[:-1]), stats: (stat, stat)}
+  read = [
+    state_value(getattr(e, k), ctx.state, ctx.path + (k,), expected[k]) for k in (counter, stats)
+  ]
   if _bn_stack(e.weight, e.bias, counter=read[0], stats=read[1]) is None:
     return NotImplemented
   m = _new(

@@ -17,7 +17,9 @@ from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax.tree_util as jtu
+import numpy as np
 
+from ..graph._errors import ShapeDtypeError
 from ..graph._variables import Variable
 from ._errors import MissingStateError, fmt_path
 from ._iter import map_pytree
@@ -47,33 +49,25 @@ def _init_deleted(init: Any) -> bool:
   return isinstance(init, eqx.Module) and not jtu.tree_leaves(init)
 
 
-def state_value(index: eqx.nn.StateIndex, state: Any, path: tuple) -> Any:
+def state_value(index: eqx.nn.StateIndex, state: Any, path: tuple, expected: Any = None) -> Any:
   """The value of ``index``: from ``state`` when given, else its initial value.
+
+  A value read from ``state`` must match ``expected`` (a pytree of
+  :class:`Spec`), or else the index's initial value where it was kept.
 
   Raises:
     MissingStateError: ``state`` has no entry for the index's marker, ``state``
       is stale, or no state was given and the initial value was deleted.
+    ShapeDtypeError: the entry's shapes or dtypes are not those the model
+      expects (a State made with another model, e.g. another layer size).
   """
   if state is not None:
-    if not isinstance(state, eqx.nn.State):
-      raise MissingStateError(
-        f"nnx.from_eqx: `state` must be an eqx.nn.State, got {type(state).__name__}."
-        " Fix: pass the State returned by `eqx.nn.make_with_state` (or"
-        " `nnx.to_eqx_with_state`) together with its model."
-      )
-    try:
-      return state.get(index)
-    except KeyError:
-      raise MissingStateError(
-        f"nnx.from_eqx: the eqx.nn.State has no entry for the StateIndex at"
-        f" {fmt_path(path)} (marker {index.marker!r}). Fix: pass the State that was"
-        " created together with this model (by `eqx.nn.make_with_state` or"
-        " `nnx.to_eqx_with_state`), not one from another model."
-      ) from None
-    except ValueError as e:
-      raise MissingStateError(
-        f"nnx.from_eqx: cannot read the StateIndex at {fmt_path(path)}: {e}"
-      ) from None
+    value = _read_state(index, state, path)
+    if expected is None and not _init_deleted(index.init):
+      expected = jtu.tree_map(_spec_of, index.init)
+    if expected is not None:
+      _check(value, expected, path)
+    return value
   if _init_deleted(index.init):
     raise MissingStateError(
       f"nnx.from_eqx: the StateIndex at {fmt_path(path)} has no value: its initial"
@@ -82,6 +76,63 @@ def state_value(index: eqx.nn.StateIndex, state: Any, path: tuple) -> Any:
       " the model."
     )
   return index.init
+
+
+class Spec:
+  """The shape and dtype (None: any) a State entry must have; a pytree leaf."""
+
+  __slots__ = ("shape", "dtype")
+
+  def __init__(self, shape: tuple, dtype: Any = None):
+    self.shape, self.dtype = tuple(shape), None if dtype is None else np.dtype(dtype)
+
+  def fits(self, other: Spec) -> bool:
+    return self.shape == other.shape and (self.dtype is None or self.dtype == other.dtype)
+
+  def __repr__(self) -> str:
+    return f"{self.dtype or 'any dtype'}{list(self.shape)}"
+
+
+def _spec_of(x: Any) -> Spec:
+  return Spec(np.shape(x), getattr(x, "dtype", None) or np.result_type(x))
+
+
+def _check(value: Any, expected: Any, path: tuple) -> None:
+  given = jtu.tree_map(_spec_of, value)
+  want_leaves, want_def = jtu.tree_flatten(expected)
+  given_leaves, given_def = jtu.tree_flatten(given)
+  same = want_def == given_def  # type: ignore[operator]
+  if not same or not all(w.fits(g) for w, g in zip(want_leaves, given_leaves)):
+    raise ShapeDtypeError(
+      f"nnx.from_eqx: the eqx.nn.State entry for the StateIndex at {fmt_path(path)}"
+      f" does not fit the model: expected {expected}, given {given}. Fix: pass the State"
+      " created together with this model (by `eqx.nn.make_with_state` or"
+      " `nnx.to_eqx_with_state`); a State of a model with other sizes or dtypes does"
+      " not fit."
+    )
+
+
+def _read_state(index: eqx.nn.StateIndex, state: Any, path: tuple) -> Any:
+  """``state.get(index)``; a missing entry or a State of the wrong type is named."""
+  if not isinstance(state, eqx.nn.State):
+    raise MissingStateError(
+      f"nnx.from_eqx: `state` must be an eqx.nn.State, got {type(state).__name__}."
+      " Fix: pass the State returned by `eqx.nn.make_with_state` (or"
+      " `nnx.to_eqx_with_state`) together with its model."
+    )
+  try:
+    return state.get(index)
+  except KeyError:
+    raise MissingStateError(
+      f"nnx.from_eqx: the eqx.nn.State has no entry for the StateIndex at"
+      f" {fmt_path(path)} (marker {index.marker!r}). Fix: pass the State that was"
+      " created together with this model (by `eqx.nn.make_with_state` or"
+      " `nnx.to_eqx_with_state`), not one from another model."
+    ) from None
+  except ValueError as e:
+    raise MissingStateError(
+      f"nnx.from_eqx: cannot read the StateIndex at {fmt_path(path)}: {e}"
+    ) from None
 
 
 def _same(old: Any, new: Any) -> bool:

@@ -20,6 +20,7 @@ from ._errors import StateMismatchError as StateMismatchError
 from ._errors import TraceContextError as TraceContextError
 from ._errors import UnknownAttributeError as UnknownAttributeError
 from ._errors import UnknownFilterError as UnknownFilterError
+from ._lost_updates import clear_lost_updates as clear_lost_updates
 from ._filters import All as All
 from ._filters import Any as Any
 from ._filters import Everything as Everything

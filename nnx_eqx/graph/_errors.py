@@ -32,12 +32,18 @@ class LostUpdateError(NnxError, RuntimeError):
   ``jax.jit``, ``jax.grad``, ``jax.vmap``, ``jax.checkpoint`` (and Equinox's
   ``filter_*`` wrappers) run a Module as a copy rebuilt from its pytree; a layer
   that updates state (``BatchNorm`` statistics, an RNG stream's count) updates the
-  copy, and the update is lost unless the copy (or its state) is returned. The
-  next graph walk or pytree flatten raises this error, naming each Variable.
+  copy, and the update is lost unless the copy (or its state) is returned; the
+  module keeps the values from before the call. Using that module again --
+  reading or writing such a value, calling the module, flattening it, a graph
+  walk -- raises this error, naming each Variable and where it was written.
+  Other modules are not concerned, and an update dropped on an object nobody
+  uses again (a temporary ``rngs.fork()``) raises nothing.
 
   Fix: use ``nnx.jit``/``nnx.value_and_grad``; or return
   ``nnx.state(model, nnx.Not(nnx.Param))`` and ``nnx.update`` the module with it;
   or store the state in ``jax.Ref``s with ``nnx.with_vars(model, ref=True, ...)``.
+  ``nnx.clear_lost_updates(model)`` accepts the values from before the dropped
+  call, so the module can be used again.
 
   Example:
     >>> import equinox as eqx, jax.numpy as jnp, nnx_eqx as nnx
@@ -49,6 +55,9 @@ class LostUpdateError(NnxError, RuntimeError):
     ... except nnx.LostUpdateError as e:
     ...   print(str(e).splitlines()[1])
       - BatchStat of shape (2,) at `BatchNorm.mean` (written from ...)
+    >>> nnx.clear_lost_updates(bn)  # go on from the statistics before that call
+    >>> bn.mean[...]
+    Array([0., 0.], dtype=float32)
   """
 
 

@@ -454,9 +454,9 @@ def update(node: Any, *states: State) -> None:
         continue
       if isinstance(slot, Variable):
         d = slot.__dict__
-        d["_value"] = new
         if COPY_MARK in d:  # a copy a JAX transform rebuilt: the update may be dropped
           note_write(slot)
+        d["_value"] = new
         if isinstance(leaf, Variable) and leaf._metadata != slot._metadata:
           slot.__dict__["_metadata"] = dict(leaf._metadata)
           added = True

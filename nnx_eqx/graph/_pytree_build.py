@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from . import _pytree_flags, _tracing, _version
+from . import _lost_updates, _pytree_flags, _tracing, _version
 
 RECORD = "_nnx_pv"
 """The attribute holding a node's ``(epoch, NodeDef)`` record."""
@@ -27,8 +27,15 @@ _EPOCH = _version._epoch
 _MAX_GENERATED = 256  # more children (a long ``nnx.List``): the loop, not a long function
 
 
-def rebase(nd: Any, ref: Any) -> None:
-  """Sets ``nd.base`` for nodes rebuilt in the trace ``ref`` names, this epoch."""
+def rebase(nd: Any, ref: Any, children: Any = ()) -> None:
+  """Sets ``nd.base`` for nodes rebuilt in the trace ``ref`` names, this epoch.
+
+  The first node rebuilt in a JAX transformation's trace is a copy: its
+  Variables (in ``children``) are linked to the originals (see ``_lost_updates``)."""
+  src = None if nd.last is None else nd.last()  # (a weak reference)
+  if src is not None and nd.base_key[0] is not ref and _tracing.in_transform():
+    nd.last = None  # (a temporary passed to the transformation is not kept alive)
+    _lost_updates.link(children, [src.__dict__.get(k) for k in nd.keys])
   epoch = _EPOCH[0]
   base = nd.statics.copy()
   base["_nnx_trace"] = _tracing.entry(ref)[1]
@@ -41,7 +48,7 @@ def build(nd, c):
   ref = TRACE_REF.value
   key = nd.base_key
   if key[0] is not ref or key[1] is not EPOCH[0]:
-    rebase(nd, ref)
+    rebase(nd, ref, c)
   d = nd.base.copy()
 {fill}
   obj = new(nd.cls)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from operator import itemgetter
 from typing import Any
+from weakref import ref as _weak
 
 import jax
 from jax.tree_util import DictKey, GetAttrKey, SequenceKey
@@ -43,7 +44,7 @@ from ._errors import PytreeDepthError
 from ._graphdef import StaticValue
 from ._links import path_of
 from ._node_types import MAP, NODE, REF, SEQ, STATIC, node_impl
-from ._tracing import current_trace
+from ._tracing import current_trace, in_transform
 from ._walk import _MODULE_IMPL_HOLDER, walk_uncached
 
 _RECORD = _pytree_build.RECORD
@@ -131,6 +132,7 @@ class NodeDef:
     "build",
     "getter",
     "single",
+    "last",
     "_hash",
   )
 
@@ -162,6 +164,11 @@ class NodeDef:
     fast = self.plain and not views and flag is None and self.keys
     self.getter = itemgetter(*self.keys) if fast else None
     self.single = len(self.keys) == 1
+    # a weak reference to the node last flattened with this definition: the copies a
+    # JAX transformation rebuilds from it are linked to its Variables (see
+    # ``_lost_updates.link``); weak, so a compiled-program cache holding this
+    # definition keeps no model alive
+    self.last = None
     self._hash = hash((cls, layout, refs))
 
   def __reduce__(self):
@@ -361,6 +368,7 @@ def node_def(node: Any) -> NodeDef:
 
 _EPOCH = _version._epoch
 _PENDING = _lost_updates.PENDING
+_STALE = _lost_updates.STALE
 
 
 # --------------------------------------------------------------------------
@@ -446,29 +454,40 @@ def _children(node: Any, nd: NodeDef) -> list:
   return kids
 
 
+def _remember(nd: NodeDef, node: Any) -> None:
+  """``nd.last``: a weak reference to ``node``, flattened now (see ``_lost_updates``)."""
+  try:
+    nd.last = _weak(node)
+  except TypeError:  # (a node type without weak references)
+    nd.last = None
+
+
 def _flatten_pending(node: Any) -> tuple[list, NodeDef]:
-  """Flattens while writes to copies are pending: reports those whose trace has
-  ended, and counts the Variables among the children as carried on (a map with
+  """Flattens while writes to copies are pending or values are stale: counts the
+  Variables among the children as carried on and refuses stale ones (a map with
   ``is_leaf`` stopping at Variables never flattens them themselves)."""
   pv = node.__dict__.get(_PREFIX)
   if pv is not None:
-    kids, nd = _prefix_children(node, pv), pv
-  else:
-    nd = node_def(node)
-    kids = _children(node, nd)
-    _lost_updates.carried(kids)  # (before the check: they leave their trace now)
-  _lost_updates.check()
+    return _prefix_children(node, pv), pv
+  nd = node_def(node)
+  _remember(nd, node)
+  kids = _children(node, nd)
+  _lost_updates.check_flattened(kids)
   return kids, nd
 
 
 def flatten(node: Any) -> tuple[Any, NodeDef]:
   """``(children, aux)`` of a graph node (JAX's flatten)."""
-  if _PENDING:  # written copies exist
+  if _PENDING or _STALE:  # written copies or stale values exist
     return _flatten_pending(node)
   d = node.__dict__
   rec = d.get(_RECORD)
   if rec is not None and rec[0] == _EPOCH[0]:
     nd = rec[1]
+    try:
+      nd.last = _weak(node)
+    except TypeError:  # (a node type without weak references)
+      nd.last = None
     g = nd.getter
     if g is not None:  # the common case, inline
       return ((g(d),) if nd.single else g(d)), nd
@@ -481,10 +500,8 @@ def flatten(node: Any) -> tuple[Any, NodeDef]:
   pv = d.get(_PREFIX)
   if pv is not None:
     return _prefix_children(node, pv), pv
-  # (reporting a dropped update bumps the epoch: a flatten while the error is
-  # handled comes here, and ``check`` raises it again)
-  _lost_updates.check()
   nd = _compute(node)
+  _remember(nd, node)
   return _children(node, nd), nd
 
 
@@ -494,9 +511,10 @@ def flatten_with_keys(node: Any) -> tuple[list, NodeDef]:
   if pv is not None:
     return list(zip(pv.jkeys, _prefix_children(node, pv))), pv
   nd = node_def(node)
+  _remember(nd, node)
   kids = _children(node, nd)
-  if _PENDING:
-    _lost_updates.carried(kids)
+  if _PENDING or _STALE:
+    _lost_updates.check_flattened(kids)
   return list(zip(nd.jkeys, kids)), nd
 
 
@@ -544,6 +562,15 @@ def unflatten(nd: NodeDef, children: Any) -> Any:
   cls = nd.cls
   trace = current_trace()
   kids = children if type(children) is list else list(children)
+  src = None if nd.last is None else nd.last()
+  if src is not None and in_transform():  # copies: linked to their originals
+    nd.last = None
+    if nd.module:
+      originals = [src.__dict__.get(k) for k in nd.keys]
+    else:
+      by_key = dict(node_impl(type(src)).children(src))  # type: ignore[union-attr]
+      originals = [by_key.get(k) for k in nd.keys]
+    _lost_updates.link(kids, originals)
   flag_value = kids.pop() if nd.flag is not None else None
   d: Any
   if nd.module:

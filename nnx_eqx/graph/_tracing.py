@@ -141,7 +141,35 @@ def check_trace(owner_trace, what: str, detail: str = "") -> None:
       f"{f' ({detail})' if detail else ''}:"
       " it was created in a"
       " different JAX trace than the current one (for example outside a `jax.jit`, `jax.grad` or"
-      " `jax.lax.scan` that is now tracing). Fix: use the lifted transforms"
+      " `jax.lax.scan` that is now tracing)."
+      f"{lifted_hint()} Fix: use the lifted transforms"
       " (`nnx.jit`, `nnx.grad`, `nnx.scan`, ...) which propagate updates, or"
       " `nnx.split` the module before the transform and `nnx.merge` it inside."
     )
+
+
+def lifted_hint() -> str:
+  """The lifted-transform call that replaces the plain JAX transformation now
+  tracing, as a sentence (empty where it cannot be told)."""
+  t = current_trace_object()
+  kind = type(t).__name__
+  if kind == "BatchTrace":  # jax.vmap / eqx.filter_vmap
+    axis = getattr(getattr(t, "axis_data", None), "name", None)
+    named = f", axis_name={axis!r}" if isinstance(axis, str) else ""
+    return (
+      " Under jax.vmap, map the call with nnx.vmap, which writes the state back; for one"
+      " module shared by the batch (Equinox's `jax.vmap(model, in_axes=(0, None),"
+      " out_axes=(0, None))` idiom): `y = nnx.vmap(lambda m, x: m(x), in_axes=(None, 0)"
+      f"{named})(model, x)`."
+    )
+  if kind in ("JVPTrace", "LinearizeTrace"):  # jax.grad / jax.jvp
+    return (
+      " Under jax.grad, differentiate with nnx.grad, which writes the state back:"
+      " `grads = nnx.grad(lambda m, x: loss(m(x)))(model, x)`."
+    )
+  if kind == "DynamicJaxprTrace":  # jax.jit, lax control flow, jax.checkpoint
+    return (
+      " Under jax.jit, compile with nnx.jit, which writes the state back:"
+      " `y = nnx.jit(lambda m, x: m(x))(model, x)`."
+    )
+  return ""

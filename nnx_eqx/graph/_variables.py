@@ -20,7 +20,10 @@ from . import _version
 from ._errors import TraceContextError
 from ._lost_updates import COPY_MARK as _COPY_MARK
 from ._lost_updates import PENDING as _PENDING
-from ._lost_updates import carried as _carried
+from ._lost_updates import STALE as _STALE
+from ._lost_updates import VARIABLE as _LOST_UPDATES_VARIABLE
+from ._lost_updates import check_flattened as _check_flattened
+from ._lost_updates import check_value as _check_value
 from ._lost_updates import note_write as _note_write
 from ._refs import Ref
 from ._tracing import CURRENT as _CURRENT_TRACE
@@ -116,7 +119,11 @@ def _write_ref(var: Variable, ref: Any, new: Any) -> None:
 
 
 def _read(v):
-  """A stored value as an array: a ``jax.Ref`` (ref mode) is read with ``ref[...]``."""
+  """A stored value as an array: a ``jax.Ref`` (ref mode) is read with ``ref[...]``.
+
+  Raises LostUpdateError where a dropped update left ``v`` stale (see ``_lost_updates``)."""
+  if _PENDING or _STALE:
+    _check_value(v)
   return v[...] if isinstance(v, _Ref) else v
 
 
@@ -222,6 +229,8 @@ class Variable(MetadataMethods, Generic[A]):
     new = new._value if isinstance(new, Variable) else new
     d = self.__dict__
     old = d["_value"]
+    if _PENDING or _STALE:  # (a dropped update left the old value stale: refused)
+      _check_value(old)
     if isinstance(old, _Ref) and not isinstance(new, _Ref):
       # a write into the Variable's jax.Ref: JAX itself orders it and carries it out
       # of any transform (a captured ref-mode Variable updated inside jax.grad or
@@ -266,6 +275,8 @@ class Variable(MetadataMethods, Generic[A]):
 
   def get_raw_value(self) -> A:
     """The stored value (the ``jax.Ref`` in ref mode), bypassing ``get_value`` overrides."""
+    if _PENDING or _STALE:
+      _check_value(self._value)
     return self._value
 
   def set_raw_value(self, new: A) -> None:
@@ -600,14 +611,14 @@ _VALUE_KEY = jax.tree_util.GetAttrKey("value")
 
 
 def _var_flatten_with_keys(v: Variable):
-  if _PENDING:
-    _carried((v,))
+  if _PENDING or _STALE:
+    _check_flattened((v,))
   return ((_VALUE_KEY, v.__dict__["_value"]),), _aux(v)
 
 
 def _var_flatten(v: Variable):  # a hot path: ``_aux`` inlined
-  if _PENDING:
-    _carried((v,))
+  if _PENDING or _STALE:
+    _check_flattened((v,))
   d = v.__dict__
   md = d.get("_metadata")
   return (d["_value"],), (_metadata_aux(md) if md else ())
@@ -691,6 +702,7 @@ def _init_subclass(cls, **kwargs):
 Variable.__init_subclass__ = classmethod(_init_subclass)  # type: ignore[assignment]
 for _cls in (Variable, Param, BatchStat, Cache, Intermediate, Perturbation):
   register_variable_pytree(_cls)
+_LOST_UPDATES_VARIABLE[0] = Variable  # (``_lost_updates`` links copies of Variables)
 
 
 def as_pure(tree: Any) -> Any:

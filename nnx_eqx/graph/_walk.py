@@ -628,10 +628,10 @@ def walk(root: Any, leaf_root: bool = False) -> Walk:
   a lifted transform) caches it on its first element, keyed by the identities
   of all elements.
   """
-  if _lost_updates.PENDING:
+  if _lost_updates.PENDING or _lost_updates.STALE:
     w = _walk(root, leaf_root)
-    _lost_updates.carried(w.slots)  # their values are read out: pending writes travel on
-    _lost_updates.check()
+    # their values are read out: pending writes travel on, stale values are refused
+    _lost_updates.check_flattened(w.slots)
     return w
   return _walk(root, leaf_root)
 
