@@ -30,6 +30,7 @@ from .graph._state_tools import restore_int_paths as restore_int_paths
 from .graph._repr import display as display
 from .graph._cached_partial import cached_partial as cached_partial
 from .graph._errors import GraphModeRequiredError as GraphModeRequiredError
+from .graph._errors import HijaxGradientError as HijaxGradientError
 from .graph._errors import ImmutableVariableError as ImmutableVariableError
 from .graph._errors import JaxVersionError as JaxVersionError
 from . import variablelib as variablelib

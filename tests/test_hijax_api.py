@@ -74,3 +74,19 @@ def test_unavailable_message_names_the_jax_needed_and_the_fix():
   msg = _hijax_api.UNAVAILABLE
   assert f"jax>={_hijax_api.OLDEST_JAX}" in msg and jax.__version__ in msg
   assert "hijax=False" in msg
+
+
+def test_box_is_used_only_where_jax_has_it_and_the_hitype_api():
+  class Box: ...
+
+  api = _hijax_api.resolve(_module(HiPrim=_NewPrim, instantiate_zeros=_zeros), None, None)
+  assert _hijax_api.find_box(types.SimpleNamespace(Box=Box), api) is Box  # jax <= 0.11.0
+  assert _hijax_api.find_box(types.SimpleNamespace(), api) is None  # jax >= 0.11.1: cells
+  assert _hijax_api.find_box(types.SimpleNamespace(Box=Box), None) is None  # no hi-type API
+  assert _hijax_api.find_box(None, api) is None
+
+
+def test_this_jax_box_choice_matches_its_private_module():
+  private = pytest.importorskip("jax._src.hijax") if _hijax_api.API is not None else None
+  expected = getattr(private, "Box", None)
+  assert _hijax_api.BOX is expected

@@ -1,6 +1,9 @@
-"""Hijax Variables (flax.nnx 0.12.12's ``hijax=True``): construction, metadata,
-reads and gradients through plain JAX transforms, immutability inside them, and
-ref-mode hijax Variables updated from inside them."""
+"""Hijax Variables (flax.nnx's ``hijax=True``): construction, metadata, reads
+through plain JAX transforms and ref-mode hijax Variables updated from inside them
+(on every jax with the hi-type API); immutability inside transforms and hijax
+gradients where hijax Variables are cells (jax >= 0.11.1, flax.nnx 0.12.12);
+writes inside transforms reaching the caller and the gradient refusal where JAX's
+Box holds their state (jax <= 0.11.0, flax.nnx 0.12.8)."""
 
 import copy
 import pickle
@@ -28,6 +31,14 @@ from nnx_eqx.variablelib import HijaxVariable, to_hijax, to_lojax
 # hijax Variables are JAX hi-types: on a jax without the hi-type API (jax < 0.10) these
 # tests are skipped and the last one checks the error a hijax Variable raises instead.
 needs_hijax = pytest.mark.skipif(not _hijax.AVAILABLE, reason=_hijax_api.UNAVAILABLE)
+# Which semantics this jax gives hijax Variables (chosen at import, see ``_hijax_api.BOX``).
+cells = pytest.mark.skipif(
+  not _hijax.AVAILABLE or _hijax_api.BOX is not None,
+  reason="hijax Variables are mutable Boxes on this jax (<= 0.11.0), or unavailable",
+)
+boxes = pytest.mark.skipif(
+  _hijax_api.BOX is None, reason="this jax has no Box (>= 0.11.1): hijax Variables are cells"
+)
 
 
 @pytest.mark.parametrize("hijax", [pytest.param(True, marks=needs_hijax), False])
@@ -100,7 +111,7 @@ def test_to_hijax_and_back_keeps_type_value_and_metadata():
 
 
 @needs_hijax
-def test_jax_jit_reads_an_argument_without_retrace_and_refuses_writes():
+def test_jax_jit_reads_an_argument_without_retrace_and_writes_follow_the_storage():
   v = nnx.Param(jnp.array(1), a="hi", hijax=True)
   counter = TraceCounter()
 
@@ -116,14 +127,26 @@ def test_jax_jit_reads_an_argument_without_retrace_and_refuses_writes():
 
   @jax.jit
   def write(v):
-    v[...] = 5
+    v[...] += 5
 
-  with pytest.raises(nnx.ImmutableVariableError, match=r"Cannot update Param.*ref=True"):
+  @jax.jit
+  def bump():
+    v[...] += 10  # a captured hijax Variable
+
+  if _hijax_api.BOX is None:  # cells (jax >= 0.11.1): immutable inside transforms
+    with pytest.raises(nnx.ImmutableVariableError, match=r"Cannot update Param.*ref=True"):
+      write(v)
+    with pytest.raises(nnx.ImmutableVariableError):
+      bump()
+    assert int(v[...]) == 1  # the caller's state is unchanged
+  else:  # a Box (jax <= 0.11.0): writes reach the caller, as argument or capture
     write(v)
-  assert int(v[...]) == 1  # the caller's state is unchanged
+    write(v)
+    bump()
+    assert int(v[...]) == 21
 
 
-@needs_hijax
+@cells
 def test_captured_variable_read_in_grad_and_scan_write_refused():
   v = nnx.Variable((jnp.array(2.0), jnp.array(3.0)), hijax=True)
   assert_trees_close(jax.grad(lambda x: x**2 + v[1])(jnp.array(4.0)), jnp.array(8.0))
@@ -139,11 +162,13 @@ def test_captured_variable_read_in_grad_and_scan_write_refused():
 
 
 @needs_hijax
-def test_captured_ref_mode_hijax_variable_is_updated_inside_grad_and_scan():
-  v = nnx.Variable(jnp.array(2.0), hijax=True, ref=True)
+@pytest.mark.parametrize("ref", [True, pytest.param(False, marks=boxes)])
+def test_captured_ref_mode_or_boxed_hijax_variable_is_updated_inside_grad_and_scan(ref):
+  v = nnx.Variable(jnp.array(2.0), hijax=True, ref=ref)
 
   def loss(x):
-    v[...] = jax.lax.stop_gradient(x * 3)
+    # a Box stores the write under stop_gradient itself: the read adds no gradient
+    v[...] = jax.lax.stop_gradient(x * 3) if ref else x * 3
     return x**2 + v[...]
 
   assert_trees_close(jax.grad(loss)(jnp.array(4.0)), jnp.array(8.0))
@@ -189,7 +214,7 @@ def test_ref_mode_hijax_variables_as_arguments_are_updated_in_place(jit):
   assert m.count.tag == "d" and m.count.get_metadata("hijax") is True
 
 
-@needs_hijax
+@cells
 def test_grad_with_respect_to_hijax_variables_gives_hijax_gradients():
   v = nnx.Param(jnp.array(3.0), tag="w", hijax=True)
   g = jax.grad(lambda v: v[...] ** 2)(v)
@@ -205,6 +230,43 @@ def test_grad_with_respect_to_hijax_variables_gives_hijax_gradients():
   assert_trees_close(
     jax.grad(lambda x: nnx.Param(x, hijax=True)[...] ** 2)(jnp.array(3.0)), jnp.array(6.0)
   )
+
+
+@boxes
+def test_hijax_rngs_passed_to_jax_jit_advance_between_calls():
+  with nnx.var_defaults(hijax=True):
+    rngs = nnx.Rngs(0)
+  draw = jax.jit(lambda rngs: rngs.params())
+  k1, k2 = draw(rngs), draw(rngs)
+  assert not bool(jnp.all(jax.random.key_data(k1) == jax.random.key_data(k2)))
+
+
+@boxes
+def test_dict_value_may_change_structure_inside_jit():
+  metrics = nnx.Variable({}, hijax=True)
+
+  @jax.jit
+  def f(x, metrics):
+    metrics["total"] = jnp.sum(x)
+
+  f(jnp.ones((4, 5)), metrics)
+  assert "total" in metrics and float(metrics["total"]) == 20.0
+
+
+@boxes
+def test_grad_with_respect_to_a_boxed_hijax_variable_names_the_fix():
+  v = nnx.Param(jnp.array(3.0), hijax=True)
+  fix = r"Param.*nnx\.with_vars\(state, hijax=False\)"
+  with pytest.raises(nnx.HijaxGradientError, match=fix):
+    jax.grad(lambda v: v[...] ** 2)(v)
+  with nnx.var_defaults(hijax=True):
+    m = nnx.Linear(1, 1, rngs=nnx.Rngs(0))
+  with pytest.raises(nnx.HijaxGradientError, match=fix):
+    nnx.grad(lambda m: m(jnp.ones((1, 1))).sum())(m)
+  low = nnx.with_vars(v, hijax=False)
+  assert_trees_close(jax.grad(lambda v: v[...] ** 2)(low)[...], jnp.array(6.0))
+  grads = nnx.grad(lambda m: m(jnp.ones((1, 1))).sum())(nnx.with_vars(m, hijax=False))
+  assert_trees_close(grads["bias"][...], jnp.ones(1))
 
 
 @needs_hijax
@@ -363,7 +425,7 @@ def test_eval_shape_gives_an_abstract_model_of_ordinary_variables():
   assert abstract.kernel.get_value() == jax.ShapeDtypeStruct((1, 2), jnp.float32)
 
 
-@needs_hijax
+@cells
 def test_nnx_grad_over_hijax_variables_gives_hijax_gradients():
   with nnx.var_defaults(hijax=True):
     m = nnx.Linear(1, 1, rngs=nnx.Rngs(0))

@@ -146,6 +146,17 @@ class ImmutableVariableError(NnxError, RuntimeError):
   """
 
 
+class HijaxGradientError(NnxError, TypeError):
+  """``jax.grad`` (or ``nnx.grad``) was asked to differentiate a hijax Variable
+  on a jax whose hijax Variables keep their state in JAX's ``Box`` (jax <= 0.11.0,
+  flax.nnx 0.12.8's semantics): a Box carries no gradient.
+
+  Fix: differentiate ordinary copies, passing ``nnx.with_vars(state,
+  hijax=False)`` to ``jax.grad`` (as flax.nnx 0.12.8 does), or install jax >=
+  0.11.1, where hijax Variables are immutable hi-types that JAX differentiates.
+  """
+
+
 class ModeFlagError(NnxError, TypeError):
   """A tracer (or anything but a bool or None) was put where a Module's mode
   (``module.inference``) goes: a mode decides which program is traced, so it

@@ -3,7 +3,22 @@
 An ordinary Variable is a pytree node: JAX transforms see its value's leaves.
 A *hijax* Variable is a JAX "hi-type": JAX sees one value of an abstract type
 that knows the Variable's type, metadata and the abstract values of its leaves,
-and lowers it to those leaves only when it compiles. As in flax.nnx 0.12.12:
+and lowers it to those leaves only when it compiles.
+
+Which semantics a hijax Variable has follows the flax.nnx release made for the
+installed jax, chosen once at import by feature detection (``_hijax_api.BOX``):
+
+* jax >= 0.11.1 (no ``jax._src.hijax.Box``): flax.nnx 0.12.12's immutable
+  hi-type cells, described below;
+* jax <= 0.11.0 (with the Box): flax.nnx 0.12.8's mutable Variables. The state
+  is held in JAX's own mutable hi-type ``Box``, so a write inside plain
+  ``jax.jit``/``jax.grad``/``jax.lax.scan`` (as argument or capture) reaches the
+  caller. Written values are stored under ``jax.lax.stop_gradient`` (a Box
+  carries no gradient), and ``jax.grad`` with respect to a hijax Variable
+  raises :class:`HijaxGradientError`: pass ``nnx.with_vars(state,
+  hijax=False)`` to ``jax.grad`` instead, as flax.nnx 0.12.8 says.
+
+With cells (jax >= 0.11.1), as in flax.nnx 0.12.12:
 
 * plain ``jax.jit``/``jax.grad``/``jax.lax.scan`` take hijax Variables as
   arguments or closure captures, and ``jax.grad`` with respect to one gives its
@@ -16,16 +31,17 @@ and lowers it to those leaves only when it compiles. As in flax.nnx 0.12.12:
 * outside transforms a hijax Variable reads and writes like any Variable.
 
 Here a hijax Variable is a :class:`HijaxVariable` handle: a Variable whose raw
-storage is a *cell*, the hi-type value, and the cell holds an ordinary Variable
-(value plus metadata). Split, merge and pytree flattening see the cell as the
-Variable's value, so handles rebuilt by ``merge`` share it, and an eager write
-through one is seen by all. A ref-mode hijax Variable keeps its ``jax.Ref`` as
-its raw storage instead (with the held type and metadata in its own), since JAX
-tracks a Ref itself and must see it as a transform's input to let it be written.
-Inside a trace the cell is a tracer, read through a primitive (``_GetCell``)
-whose JVP and transpose rules make gradients flow. The JAX API comes from ``_hijax_api`` (the public
-``jax.experimental.hijax`` where it has what is needed, ``jax._src`` otherwise);
-where jax has none (jax < 0.10), making a hijax Variable raises
+storage is a *cell*, the hi-type value (or a Box, in the same role), and the
+cell holds an ordinary Variable (value plus metadata). Split, merge and pytree
+flattening see the cell as the Variable's value, so handles rebuilt by
+``merge`` share it, and an eager write through one is seen by all. A ref-mode
+hijax Variable keeps its ``jax.Ref`` as its raw storage instead (with the held
+type and metadata in its own), since JAX tracks a Ref itself and must see it as
+a transform's input to let it be written; this holds on every jax. Inside a
+trace the cell is a tracer, read through a primitive (``_GetCell``) whose JVP
+and transpose rules make gradients flow. The JAX API comes from ``_hijax_api``
+(the public ``jax.experimental.hijax`` where it has what is needed, ``jax._src``
+otherwise); where jax has none (jax < 0.10), making a hijax Variable raises
 :class:`JaxVersionError` naming the jax needed.
 """
 
@@ -36,8 +52,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from ._errors import ImmutableVariableError, JaxVersionError
-from ._hijax_api import API, UNAVAILABLE
+from ._errors import HijaxGradientError, ImmutableVariableError, JaxVersionError
+from ._hijax_api import API, BOX, DIFF_TRACERS, UNAVAILABLE
 from ._lost_updates import COPY_MARK as _COPY_MARK
 from ._refs import Ref
 from ._tracing import current_trace, in_transform
@@ -61,6 +77,14 @@ IMMUTABLE = (
   " immutable value. Fix: make it a ref-mode Variable (ref=True, or"
   " `nnx.with_vars(node, ref=True)`), whose updates JAX carries out of transforms, or"
   " update it outside the transformation."
+)
+
+NO_BOX_GRAD = (
+  "Cannot differentiate with respect to a hijax {what}: on this jax (<= 0.11.0) a hijax"
+  " Variable keeps its state in JAX's Box, which carries no gradient (as in flax.nnx"
+  " 0.12.8). Fix: pass ordinary copies to jax.grad, e.g."
+  " jax.grad(f)(nnx.with_vars(state, hijax=False)), or install jax >= 0.11.1, where"
+  " hijax Variables are differentiable."
 )
 
 
@@ -224,6 +248,9 @@ if API is not None:
     )
 
   def _is_cell(x: Any) -> bool:
+    """Whether ``x`` is a hijax Variable's storage: a cell or a Box (traced or not)."""
+    if BOX is not None and isinstance(x, BOX):
+      return True
     return isinstance(x, _Cell) or (isinstance(x, _Tracer) and isinstance(x.aval, _CellType))
 
 else:  # pragma: no cover (jax < 0.10; tested by CI on the lowest declared versions)
@@ -246,7 +273,8 @@ def to_hijax(variable: Variable) -> HijaxVariable:
       returned as is.
 
   Returns:
-    A :class:`HijaxVariable` whose state is a new cell (a JAX hi-type value).
+    A :class:`HijaxVariable` whose state is a new cell (a JAX hi-type value),
+    or a new JAX ``Box`` where jax has one (jax <= 0.11.0).
 
   Raises:
     TypeError: if ``variable`` is not a Variable.
@@ -295,17 +323,23 @@ def holds_hijax(tree: Any) -> bool:
   return any(is_hijax(x) or _is_cell(x) for x in jax.tree.leaves(tree, is_leaf=is_hijax))
 
 
+def _no_grad(x: Any) -> Any:
+  return jax.lax.stop_gradient(x) if isinstance(x, _Tracer) else x
+
+
 def _store(h: HijaxVariable, inner: Variable) -> None:
   """Makes ``inner`` the Variable ``h`` holds. A ref-mode one keeps its ``jax.Ref``
   as ``h``'s raw value (JAX tracks a Ref itself, and transforms must see it as an
   input to let it be read and written there), with its type and metadata in
-  ``h``'s metadata; any other is held in a new cell."""
+  ``h``'s metadata; any other is held in a new JAX ``Box`` where jax has one
+  (``BOX``), in a new cell otherwise."""
   d = h.__dict__
   value = inner.__dict__["_value"]
   if isinstance(value, Ref):
     d["_value"], d["_metadata"] = value, {**inner._metadata, _VAR_TYPE: type(inner)}
   else:
-    d["_value"], d["_metadata"] = _make_cell(inner), {_VAR_TYPE: type(inner)}
+    storage = BOX(jax.tree.map(_no_grad, inner)) if BOX is not None else _make_cell(inner)
+    d["_value"], d["_metadata"] = storage, {_VAR_TYPE: type(inner)}
 
 
 def _get(h: HijaxVariable) -> Variable:
@@ -316,6 +350,10 @@ def _get(h: HijaxVariable) -> Variable:
   if isinstance(value, Ref):  # ref mode (see ``_store``)
     md = dict(d["_metadata"])
     return new_variable(md.pop(_VAR_TYPE), value, md, d["_trace"])
+  if BOX is not None and isinstance(value, BOX):  # a Box, or a Box traced by JAX
+    if isinstance(value, DIFF_TRACERS):
+      raise HijaxGradientError(NO_BOX_GRAD.format(what=d["_metadata"][_VAR_TYPE].__name__))
+    return value.get()
   return _held(value)
 
 
@@ -329,17 +367,22 @@ def _put(h: HijaxVariable, inner: Variable, draft: Variable) -> None:
   """Stores ``draft`` (from ``_draft``, then changed) in place of ``inner``.
 
   A write into a ``jax.Ref`` (ref mode) changed no Python object and is done.
-  Outside transforms the cell is changed in place (every handle sharing it sees
-  the write; a ref-mode Variable's metadata is changed in this handle). Inside a
-  transform a hijax Variable made in that same trace (not an argument a
-  transform rebuilt, nor a capture) takes the change as a local value; any other
-  is an immutable JAX value there, and the write is refused."""
+  A ``Box`` is set, outside and inside transforms alike (JAX carries the write
+  out to the caller's Box), with traced leaves under ``jax.lax.stop_gradient``
+  (JAX cannot differentiate a Box write). Outside transforms the cell is changed
+  in place (every handle sharing it sees the write; a ref-mode Variable's
+  metadata is changed in this handle). Inside a transform a hijax Variable made
+  in that same trace (not an argument a transform rebuilt, nor a capture) takes
+  the change as a local value; any other is an immutable JAX value there, and
+  the write is refused."""
   d = h.__dict__
   cell = d["_value"]
   if draft._value is inner._value and draft._metadata == inner._metadata:
     return
   draft.__dict__["_trace"] = d["_trace"]
-  if isinstance(cell, _Cell) and not in_transform():
+  if BOX is not None and isinstance(cell, BOX):
+    cell.set(jax.tree.map(_no_grad, draft))
+  elif isinstance(cell, _Cell) and not in_transform():
     cell.inner = draft
   elif not in_transform() or (d["_trace"] == current_trace() and _COPY_MARK not in d):
     _store(h, draft)
@@ -351,7 +394,7 @@ def update_variable(slot: Variable, leaf: Any) -> bool:
   """``nnx.update``'s write of ``leaf`` (a Variable or a raw value) into ``slot``
   where either is a hijax Variable: the held value and metadata are copied, not
   the raw storage (a cell or Ref), and a hijax ``slot`` takes them as a write
-  (in place outside transforms; refused inside, see ``_put``). Returns whether
+  (in place outside transforms; into a Box or refused inside, see ``_put``). Returns whether
   the metadata changed."""
   src = _get(leaf) if type(leaf) is HijaxVariable else leaf
   value, md = (src._value, src._metadata) if isinstance(src, Variable) else (src, None)
@@ -396,8 +439,10 @@ def _inner_property(name: str) -> property:
 
 
 class HijaxVariable(Variable):
-  """A Variable that JAX traces as one immutable hi-type value (flax.nnx 0.12.12's
-  ``hijax=True``; see the module docstring).
+  """A Variable that JAX traces as one hi-type value (flax.nnx's ``hijax=True``;
+  see the module docstring): immutable inside transforms on jax >= 0.11.1 (flax.nnx
+  0.12.12), mutable there on jax <= 0.11.0, whose JAX ``Box`` holds its state
+  (flax.nnx 0.12.8).
 
   Built by ``nnx.Param(x, hijax=True)``, under ``nnx.var_defaults(hijax=True)``,
   by ``variable.copy(hijax=True)`` or ``nnx.with_vars(node, hijax=True)``.
@@ -407,24 +452,26 @@ class HijaxVariable(Variable):
   Outside transforms values are read and written as usual (``v[...]``,
   ``v.value``, ``v += 1``, ``v["key"] = x`` for dict values), and every handle
   sharing the state (``merge`` of a split) sees the write. Inside ``jax.jit``,
-  ``jax.grad``, ``jax.lax.scan`` (as argument or capture) it is read as usual;
-  ``jax.grad`` with respect to it gives a hijax Variable of gradients.
+  ``jax.grad``, ``jax.lax.scan`` (as argument or capture) it is read as usual.
+  On jax >= 0.11.1 ``jax.grad`` with respect to it gives a hijax Variable of
+  gradients; on jax <= 0.11.0 it is written there too (the write reaches the
+  caller, without gradient), and ``jax.grad`` with respect to it is refused.
 
   Raises:
-    ImmutableVariableError: when written inside a JAX transformation, unless
-      the write goes into its ``jax.Ref`` (``ref=True``).
+    ImmutableVariableError: on jax >= 0.11.1, when written inside a JAX
+      transformation, unless the write goes into its ``jax.Ref`` (``ref=True``).
+    HijaxGradientError: on jax <= 0.11.0, when differentiated with respect to.
     JaxVersionError: when made on a jax without a hi-type API (jax < 0.10).
 
   Example:
     >>> import jax, jax.numpy as jnp, nnx_eqx as nnx
     >>> w = nnx.Param(jnp.array(3.0), hijax=True)
-    >>> g = jax.grad(lambda w: w[...] ** 2)(w)
-    >>> type(g).__name__, isinstance(g, nnx.Param), float(g[...])
-    ('HijaxVariable', True, 6.0)
+    >>> type(w).__name__, isinstance(w, nnx.Param), float(jax.jit(lambda w: w[...] ** 2)(w))
+    ('HijaxVariable', True, 9.0)
     >>> count = nnx.Variable(jnp.array(0), hijax=True, ref=True)
     >>> @jax.jit
     ... def step():
-    ...   count[...] += 1  # a captured ref-mode Variable: updated in place
+    ...   count[...] += 1  # a captured ref-mode Variable: updated on every jax
     >>> step(); step()
     >>> int(count[...])
     2

@@ -10,6 +10,14 @@ lacks it, as in jax 0.8). The primitive class must take ``vjp_fwd(nzs_in, *args)
 and have a ``transpose`` rule (jax 0.10 on; 0.8.x lacks both). Where nothing fits
 (jax 0.7.2, the lowest jax nnx_eqx imports with), :data:`API` is None and
 :data:`UNAVAILABLE` says which jax is needed.
+
+The storage policy is chosen here too, by feature: :data:`BOX` is JAX's private
+mutable hi-type ``jax._src.hijax.Box`` where jax has it (jax <= 0.11.0; it was
+removed in 0.11.1) and the hi-type API above is usable, None otherwise. Where it
+is set, hijax Variables keep their state in a Box and are *mutable* inside
+transforms, as in flax.nnx 0.12.8 (the flax release for those jax versions, which
+builds on the Box); where it is None they are immutable hi-type cells, as in
+flax.nnx 0.12.12 (which requires jax >= 0.11.1, where the Box is gone).
 """
 
 from __future__ import annotations
@@ -72,10 +80,34 @@ def _optional_import(name: str) -> ModuleType | None:
     return None
 
 
+_PRIVATE = _optional_import("jax._src.hijax")
+_AD = _optional_import("jax._src.interpreters.ad")
+
 API: HijaxApi | None = resolve(
   _optional_import("jax.experimental.hijax"),
-  _optional_import("jax._src.hijax"),
-  _optional_import("jax._src.interpreters.ad"),
+  _PRIVATE,
+  _AD,
+)
+
+
+def find_box(private: ModuleType | None, api: HijaxApi | None) -> type | None:
+  """JAX's mutable ``Box`` hi-type from ``private`` (``jax._src.hijax``), or None
+  where it lacks one (jax >= 0.11.1) or hijax Variables are unavailable (``api``
+  None). Where a class is returned, hijax Variables store their state in Boxes
+  (flax.nnx 0.12.8's mutable semantics); where None, in immutable cells
+  (flax.nnx 0.12.12's)."""
+  box = getattr(private, "Box", None)
+  return box if api is not None and isinstance(box, type) else None
+
+
+#: JAX's ``Box`` class where hijax Variables store their state in one, else None
+#: (typed Any: its ``get``/``set`` are JAX's, untyped).
+BOX: Any = find_box(_PRIVATE, API)
+
+#: The tracer classes of JAX's forward-mode and linearize traces (a Box read
+#: through one of them is being differentiated; JAX cannot transpose that).
+DIFF_TRACERS: tuple[type, ...] = tuple(
+  c for c in (getattr(_AD, "JVPTracer", None), getattr(_AD, "LinearizeTracer", None)) if c
 )
 
 #: Why hijax Variables are unavailable where :data:`API` is None.
