@@ -21,10 +21,13 @@ defines it when that path is public (else the first path in sorted order), as
 ``"<path>:<name>"`` or ``"<path>:<Class>.__init__"``, each parameter as
 ``"<name>:<kind>"`` in signature order; the kinds are ``inspect``'s names:
 ``POSITIONAL_ONLY``, ``POSITIONAL_OR_KEYWORD``, ``VAR_POSITIONAL``, ``KEYWORD_ONLY``,
-``VAR_KEYWORD``; ``self`` is left out.
+``VAR_KEYWORD``; ``self`` is left out. Callables flax re-exports from JAX
+(``nnx.relu`` is ``jax.nn.relu``) are left out: their parameters are the installed
+JAX's, and nnx_eqx exports the same objects.
 """
 
 import ast
+import functools
 import importlib
 import inspect
 import json
@@ -149,13 +152,22 @@ def _own_method(cls, name):
   return None
 
 
+def _from_flax(value) -> bool:
+  """Defined by flax (not a JAX function or class flax re-exports, e.g. ``nnx.relu``:
+  its parameters are those of the installed JAX, the same object in nnx_eqx)."""
+  if isinstance(value, functools.partial):  # e.g. the compat transforms
+    value = value.func
+  home = getattr(value, "__module__", None) or ""
+  return home.split(".")[0] == "flax"
+
+
 def signatures(modules: dict[str, list[str]]) -> dict[str, list[str]]:
   chosen: dict[int, tuple[str, str, object]] = {}
   for path in sorted(modules):
     module = importlib.import_module(path.replace("nnx_eqx", "flax.nnx", 1))
     for name in modules[path]:
       value = getattr(module, name)
-      if not callable(value):
+      if not callable(value) or not _from_flax(value):
         continue
       home = getattr(value, "__module__", "") or ""
       defined_here = home == module.__name__
