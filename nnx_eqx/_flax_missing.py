@@ -361,11 +361,6 @@ MISSING_KEYWORDS: dict[str, dict[str, str]] = {
     "opt_state": "TrainState.create computes it from tx and params (as flax's create "
     "does); nnx_eqx's constructor does not take a precomputed one",
   },
-  "nnx_eqx.nn.attention:MultiHeadAttention.__init__": _each(
-    ("qkv_dot_general", "out_dot_general", "qkv_dot_general_cls", "out_dot_general_cls"),
-    "not taken by the constructor: set the projections' dot_general after construction "
-    "(mha.query.dot_general = fn, likewise key, value and out), or pass an attention_fn",
-  ),
   "nnx_eqx.nn.recurrent:RNNCellBase.__call__": _each(
     ("carry", "inputs"),
     "nnx_eqx's RNNCellBase declares no `__call__`; each cell defines `__call__(carry, inputs)`",

@@ -84,3 +84,37 @@ def test_transform_signatures_show_the_graph_keywords(name):
   for keyword in ("graph", "graph_updates"):
     assert params[keyword].kind is inspect.Parameter.KEYWORD_ONLY
     assert params[keyword].default is None
+
+
+def test_multi_head_attention_dot_general_options_reach_the_projections():
+  calls = []
+
+  def counting(name):
+    def dot_general(lhs, rhs, *args, **kwargs):
+      calls.append(name)
+      return jax.lax.dot_general(lhs, rhs, *args, **kwargs)
+
+    return dot_general
+
+  class OutDot:  # flax's *_dot_general_cls: instantiated at each call
+    def __call__(self, lhs, rhs, *args, **kwargs):
+      return counting("out_cls")(lhs, rhs, *args, **kwargs)
+
+  x = jax.random.normal(jax.random.key(1), (2, 3, 8))
+  plain = nnx.MultiHeadAttention(2, 8, rngs=nnx.Rngs(0), decode=False)
+  mha = nnx.MultiHeadAttention(
+    2, 8, qkv_dot_general=counting("qkv"), out_dot_general=counting("out"), rngs=nnx.Rngs(0)
+  )
+  assert_trees_equal(mha(x), plain(x))
+  assert calls == ["qkv", "qkv", "qkv", "out"]
+  calls.clear()
+  mha = nnx.MultiHeadAttention(
+    2,
+    8,
+    qkv_dot_general_cls=lambda: counting("qkv_cls"),
+    out_dot_general_cls=OutDot,
+    rngs=nnx.Rngs(0),
+  )
+  assert_trees_equal(mha(x), plain(x))
+  assert calls == ["qkv_cls"] * 3 + ["out_cls"]
+  assert mha.out.dot_general_cls is OutDot and mha.qkv_dot_general is None
