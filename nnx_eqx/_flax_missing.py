@@ -333,9 +333,6 @@ MISSING_KEYWORDS: dict[str, dict[str, str]] = {
     ("args", "kwargs"),
     "nnx.graph.Key is a type for annotations (collections.abc.Hashable), not constructed",
   ),
-  "nnx_eqx.graphlib:is_node_type": {
-    "x": "nnx_eqx names the parameter t (it takes a type); pass it positionally",
-  },
   "nnx_eqx.graphlib:is_pytree_node": {
     "check_graph_registry": "an option of flax's graph engine (whether to consult its "
     "graph-node registry); nnx_eqx's is_pytree_node has one fixed behaviour",
@@ -365,22 +362,11 @@ MISSING_KEYWORDS: dict[str, dict[str, str]] = {
     ("carry", "inputs"),
     "nnx_eqx's RNNCellBase declares no `__call__`; each cell defines `__call__(carry, inputs)`",
   ),
-  "nnx_eqx.statelib:FlatState.__init__": {
-    "sort": "not offered (flax sorts the items when sort=True); sort them with sorted() "
-    "before building the FlatState",
-  },
   "nnx_eqx.statelib:State.__init__": {
     "_copy": "a private flag of flax's State (whether to copy the given mapping); not offered",
   },
-  "nnx_eqx.statelib:from_flat_state": {
-    "flat_state": "nnx_eqx names the parameter flat; pass it positionally",
-    "cls": _STATE_CLS,
-  },
+  "nnx_eqx.statelib:from_flat_state": {"cls": _STATE_CLS},
   "nnx_eqx.statelib:merge_state": {"cls": _STATE_CLS},
-  "nnx_eqx.statelib:to_pure_dict": {
-    "extract_fn": "not offered: nnx_eqx's to_pure_dict takes each Variable's value; map the "
-    "result with jax.tree.map for another extraction",
-  },
   "nnx_eqx.summary:tabulate": {
     "obj": "nnx_eqx names the parameter model; pass it positionally",
     "method": "not offered: nnx_eqx tabulates the call model(*inputs); wrap another method in "

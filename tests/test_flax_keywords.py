@@ -118,3 +118,17 @@ def test_multi_head_attention_dot_general_options_reach_the_projections():
   assert_trees_equal(mha(x), plain(x))
   assert calls == ["qkv_cls"] * 3 + ["out_cls"]
   assert mha.out.dot_general_cls is OutDot and mha.qkv_dot_general is None
+
+
+def test_state_functions_take_flax_parameter_names():
+  state = nnx.state(nnx.Linear(2, 3, rngs=nnx.Rngs(0)))
+  flat = nnx.to_flat_state(state)
+  assert_trees_equal(nnx.from_flat_state(flat_state=flat), state)
+  # to_pure_dict(extract_fn=): each leaf (a Variable here) goes through it, as in flax.
+  shapes = nnx.to_pure_dict(state, extract_fn=lambda v: (type(v).__name__, v.value.shape))
+  assert shapes == {"bias": ("Param", (3,)), "kernel": ("Param", (2, 3))}
+  assert_trees_equal(nnx.to_pure_dict(state, None), nnx.to_pure_dict(state))
+  pairs = [(("b",), 1), (("a", 1), 2), (("a", 0), 3)]
+  assert nnx.graphlib.FlatState(pairs, sort=True).paths == (("a", 0), ("a", 1), ("b",))
+  assert nnx.graphlib.FlatState(pairs, sort=False).paths == (("b",), ("a", 1), ("a", 0))
+  assert nnx.graphlib.is_node_type(x=nnx.Linear) and not nnx.graphlib.is_node_type(x=int)
