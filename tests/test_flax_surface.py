@@ -95,15 +95,18 @@ def test_names_from_the_issue():
 # ``**kwargs`` count only when listed in KEYWORDS_VIA_KWARGS (a ``**kwargs`` that would
 # swallow any name proves nothing); the others are listed in MISSING_KEYWORDS.
 P = inspect.Parameter
-SIGNATURES: dict[str, dict[str, str]] = {}  # callable -> parameter name -> kind (first seen)
+# The union over the versions, newest first: a parameter's kind and place are the newest
+# version's; one only an older version has is added after them.
+SIGNATURES: dict[str, dict[str, str]] = {}  # callable -> parameter name -> kind
 SIGNATURE_ORDER: dict[str, list[str]] = {}
-for _version in sorted(VERSIONS, key=lambda v: tuple(map(int, v.split(".")))):
+for _version in sorted(VERSIONS, key=lambda v: tuple(map(int, v.split("."))), reverse=True):
   for _key, _params in (
     json.loads((PARITY / f"flax_surface_{_version}.json").read_text()).get("signatures", {}).items()
   ):
-    for _i, _entry in enumerate(_params):
+    SIGNATURES.setdefault(_key, {})  # also a callable without parameters
+    for _entry in _params:
       _name, _, _kind = _entry.partition(":")
-      SIGNATURES.setdefault(_key, {}).setdefault(_name, _kind)
+      SIGNATURES[_key].setdefault(_name, _kind)
       if _name not in SIGNATURE_ORDER.setdefault(_key, []):
         SIGNATURE_ORDER[_key].append(_name)
 
@@ -163,7 +166,7 @@ def _not_accepted(key: str) -> list[str]:
   ours = _our_parameters(key)
   if ours is None:
     return []
-  order = SIGNATURE_ORDER[key]
+  order = SIGNATURE_ORDER.get(key, [])
   return [n for i, n in enumerate(order) if not _accepted(n, SIGNATURES[key][n], i, ours)]
 
 
