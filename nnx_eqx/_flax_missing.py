@@ -271,3 +271,206 @@ MISSING: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
   ),
 )
+
+# --- keyword arguments --------------------------------------------------------------------
+# Parameters of flax.nnx 0.12 callables (recorded in tests/parity/flax_surface_<version>.json)
+# that nnx_eqx's counterpart does not take under flax's name and kind, by callable
+# ("module:name", "module:Class.__init__" or "module:Class.__call__") and parameter, with the
+# reason. tests/test_flax_surface.py checks each is really not taken (delete it once it is)
+# and that every other flax parameter is; the migration guide lists them (generated).
+
+_INTERNAL_RECORD = (
+  "the constructor of one of flax's graph-engine records; nnx_eqx's engine builds its own "
+  "records (produced by nnx.split/nnx.graphdef, not constructed by user code)"
+)
+_ON_HOOKS = (
+  "flax's Linen-era metadata callbacks (on_set_value, on_get_value, ...) are not "
+  "supported; nnx_eqx's VariableMetadata holds the value and its metadata only"
+)
+_JIT_FUN = "nnx_eqx names the function parameter fn; pass the function positionally"
+_PMAP_OPTS = (
+  "nnx_eqx's nnx.pmap does not forward these jax.pmap options; use nnx.shard_map or "
+  "nnx.jit with shardings (which JAX recommends over jax.pmap)"
+)
+_STATE_CLS = (
+  "nnx_eqx always builds an nnx.State (there is no other state class to choose); "
+  "convert the result yourself if you need another mapping type"
+)
+
+
+def _each(names: tuple[str, ...], reason: str) -> dict[str, str]:
+  return dict.fromkeys(names, reason)
+
+
+MISSING_KEYWORDS: dict[str, dict[str, str]] = {
+  **{
+    f"nnx_eqx.{k}.__init__": _each(names, _INTERNAL_RECORD)
+    for k, names in {
+      "extract:NodeStates": ("_graphdef",),
+      "extract:TreeState": ("__state__", "prefix_fn"),
+      "graphlib:GraphDef": ("nodes", "attributes", "num_leaves"),
+      "graphlib:GraphState": ("_graphdef", "_state"),
+      "graphlib:MergeContext": ("ctxtag", "index_ref", "is_inner"),
+      "graphlib:NodeDef": ("outer_index", "num_attributes", "metadata"),
+      "graphlib:SplitContext": ("ctxtag", "ref_index", "is_inner"),
+      "graphlib:TreeNodeDef": ("treedef",),
+      "graphlib:UpdateContext": (
+        "outer_ref_outer_index",
+        "outer_index_inner_ref",
+        "outer_index_outer_ref",
+        "inner_ref_outer_index",
+        "static_cache",
+      ),
+      "graphlib:VariableDef": ("outer_index", "array_refdef"),
+    }.items()
+  },
+  "nnx_eqx.extract:from_tree": _each(
+    ("is_node_leaf", "is_leaf", "map_non_graph_nodes"),
+    "flax's hooks into its flattening (custom leaf predicates, mapping of non-graph nodes) "
+    "are not offered; nnx_eqx's from_tree rebuilds the nodes of its own to_tree output",
+  ),
+  "nnx_eqx.graph:Key.__init__": _each(
+    ("args", "kwargs"),
+    "nnx.graph.Key is a type for annotations (collections.abc.Hashable), not constructed",
+  ),
+  "nnx_eqx.graphlib:is_pytree_node": {
+    "check_graph_registry": "an option of flax's graph engine (whether to consult its "
+    "graph-node registry); nnx_eqx's is_pytree_node has one fixed behaviour",
+  },
+  "nnx_eqx.graphlib:merge": {
+    "recreate_variables": "an option of flax's graph engine (whether merge makes new Variable "
+    "objects); nnx_eqx's merge has one fixed behaviour (copy= is offered)",
+  },
+  "nnx_eqx.graphlib:unflatten": _each(
+    ("copy_variables", "recreate_variables"),
+    "options of flax's graph engine (whether unflatten copies or makes new Variable "
+    "objects); nnx_eqx's unflatten has one fixed behaviour",
+  ),
+  "nnx_eqx.helpers:Dict.__init__": {
+    "args": "nnx_eqx takes the one positional argument dict() accepts (a mapping or "
+    "iterable of pairs) as a positional-only parameter; dict() rejects more",
+  },
+  "nnx_eqx.helpers:TrainState.__init__": {
+    **_each(
+      ("params", "step", "tx"),
+      "keyword-only in nnx_eqx (TrainState.create, the usual way to build one, takes them by name)",
+    ),
+    "opt_state": "TrainState.create computes it from tx and params (as flax's create "
+    "does); nnx_eqx's constructor does not take a precomputed one",
+  },
+  "nnx_eqx.nn.recurrent:RNNCellBase.__call__": _each(
+    ("carry", "inputs"),
+    "nnx_eqx's RNNCellBase declares no `__call__`; each cell defines `__call__(carry, inputs)`",
+  ),
+  "nnx_eqx.statelib:State.__init__": {
+    "_copy": "a private flag of flax's State (whether to copy the given mapping); not offered",
+  },
+  "nnx_eqx.statelib:from_flat_state": {"cls": _STATE_CLS},
+  "nnx_eqx.statelib:merge_state": {"cls": _STATE_CLS},
+  "nnx_eqx.summary:tabulate": {
+    "obj": "nnx_eqx names the parameter model; pass it positionally",
+    "method": "not offered: nnx_eqx tabulates the call model(*inputs); wrap another method in "
+    "a small Module to tabulate it",
+    "row_filter": "not offered: nnx_eqx's table has one row per module call",
+  },
+  "nnx_eqx.training.metrics:Accuracy.__init__": _each(
+    ("args", "kwargs"),
+    "flax forwards these to `Average.__init__`, whose one parameter (argname) nnx_eqx's "
+    "Accuracy takes by name",
+  ),
+  "nnx_eqx.transforms.compilation:JitWrapped.__init__": _each(
+    ("fun", "out_shardings", "keep_unused", "device", "backend", "inline"),
+    "nnx_eqx's JitWrapped is built by nnx.jit (which takes these options) rather than "
+    "constructed by user code",
+  ),
+  "nnx_eqx.transforms.compilation:jit": {"fun": _JIT_FUN},
+  "nnx_eqx.compat:jit": {"fun": _JIT_FUN},
+  "nnx_eqx.transforms.iteration:pmap": _each(
+    ("static_broadcasted_argnums", "donate_argnums"), _PMAP_OPTS
+  ),
+  "nnx_eqx.compat:pmap": _each(("static_broadcasted_argnums", "donate_argnums"), _PMAP_OPTS),
+  "nnx_eqx.transforms.iteration:scan": {
+    "_split_transpose": "a private, experimental jax.lax.scan option; not forwarded",
+  },
+  "nnx_eqx.compat:scan": {
+    "_split_transpose": "a private, experimental jax.lax.scan option; not forwarded",
+  },
+  "nnx_eqx.transforms.transforms:checkify": _each(
+    ("graph", "graph_updates"),
+    "keyword-only in nnx_eqx (as in every other transform); pass them by name",
+  ),
+  "nnx_eqx.transforms.transforms:make_jaxpr": {
+    "static_argnums": "nnx_eqx's make_jaxpr traces with the Modules split out of the "
+    "arguments, so jax.make_jaxpr's argument numbers do not apply; close over static "
+    "values instead",
+  },
+  "nnx_eqx.variablelib:VarDefaults.__init__": _each(
+    ("hijax", "ref"),
+    "nnx_eqx's VarDefaults holds a dict of the flags (built by nnx.var_defaults(hijax=, "
+    "ref=), which takes them by name)",
+  ),
+  "nnx_eqx.variablelib:VariableMetadata.__init__": {
+    "raw_value": "nnx_eqx's VariableMetadata names it value",
+    **_each(
+      ("on_set_value", "on_get_value", "on_create_value", "on_add_axis", "on_remove_axis"),
+      _ON_HOOKS,
+    ),
+  },
+  "nnx_eqx.variablelib:with_metadata": _each(
+    ("on_set_value", "on_get_value", "on_create_value", "on_add_axis", "on_remove_axis"),
+    _ON_HOOKS,
+  ),
+}
+
+# flax parameters nnx_eqx takes through a ``**kwargs`` of its own that really handles the
+# name (where, in the reason); the test checks the ``**kwargs`` is there.
+_JAX_JIT = "passed on to jax.jit through **jit_kwargs"
+_VARIABLE_KW = (
+  "taken through **metadata, recorded as the Variable's storage flags (get_metadata() "
+  "reports them, as flax's)"
+)
+KEYWORDS_VIA_KWARGS: dict[str, dict[str, str]] = {
+  **{
+    f"nnx_eqx.{k}:{cls}.__init__": _each(("hijax", "ref", "eager_sharding"), _VARIABLE_KW)
+    for k, classes in {
+      "variablelib": ("Variable", "Param", "BatchStat", "Cache", "Intermediate", "Perturbation"),
+      "rnglib": ("RngState", "RngKey", "RngCount"),
+      "nn.lora": ("LoRAParam",),
+      "training.metrics": ("MetricState",),
+      "training.optimizer": ("OptState", "OptArray", "OptVariable"),
+    }.items()
+    for cls in classes
+  },
+  "nnx_eqx.transforms.compilation:jit": _each(
+    ("donate_argnames", "keep_unused", "device", "backend", "inline"), _JAX_JIT
+  ),
+  "nnx_eqx.compat:jit": _each(
+    ("donate_argnames", "keep_unused", "device", "backend", "inline"), _JAX_JIT
+  ),
+  "nnx_eqx.transforms.compilation:jit_partial": _each(
+    (
+      "in_shardings",
+      "out_shardings",
+      "static_argnums",
+      "static_argnames",
+      "donate_argnums",
+      "donate_argnames",
+      "keep_unused",
+      "device",
+      "backend",
+      "inline",
+    ),
+    "passed on to nnx.jit through **jit_options",
+  ),
+  "nnx_eqx.helpers:Sequential.__call__": {
+    "rngs": "passed on through **kwargs to the layers (as flax 0.12.8's Sequential did)",
+  },
+  "nnx_eqx.pytreelib:dataclass": _each(
+    ("init", "eq", "order", "unsafe_hash", "match_args", "kw_only", "slots", "weakref_slot"),
+    "passed on to dataclasses.dataclass through **kwargs",
+  ),
+  "nnx_eqx.rnglib:Rngs.__init__": {
+    "default": "Rngs(default=...) arrives in **streams as the stream named default, the "
+    "same stream the positional argument makes",
+  },
+}

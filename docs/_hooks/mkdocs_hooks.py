@@ -25,7 +25,9 @@
     rendered from ``benchmarks/results/results.json`` by ``benchmarks/_headline.py``
     with the run's machine, load and date (a report that mixes runs is refused);
   * ``flax-names-missing``: the flax.nnx names nnx_eqx does not provide, by reason
-    (``nnx_eqx._flax_missing``);
+    (``nnx_eqx._flax_missing``), and ``flax-keywords-missing``: the parameters of
+    flax.nnx callables nnx_eqx does not take under flax's name, by reason (its
+    ``MISSING_KEYWORDS``);
   * ``supported-versions``: the Python and dependency versions ``pyproject.toml``
     requires.
 """
@@ -242,6 +244,29 @@ def flax_names_missing() -> str:
   return "\n".join(lines)
 
 
+def flax_keywords_missing() -> str:
+  """The flax.nnx parameters nnx_eqx does not take, one item per reason with the
+  callables and parameter names it covers (plain Markdown)."""
+  import inspect
+
+  from nnx_eqx._flax_missing import MISSING_KEYWORDS
+
+  prefix = {"args": "*", "kwargs": "**"}
+  by_reason: dict[str, dict[str, list[str]]] = {}
+  for key, params in sorted(MISSING_KEYWORDS.items()):
+    path, _, name = key.replace("nnx_eqx", "nnx", 1).partition(":")
+    where = f"{path}.{name.removesuffix('.__init__')}"
+    for param, reason in params.items():
+      shown = f"{prefix[param]}{param}" if param in prefix else f"{param}="
+      by_reason.setdefault(reason, {}).setdefault(where, []).append(shown)
+  lines: list[str] = []
+  for reason, calls in by_reason.items():
+    entries = ", ".join(f"`{where}({', '.join(ps)})`" for where, ps in calls.items())
+    lines += [f"- {entries}: {inspect.cleandoc(reason)}.", ""]
+  total = sum(len(v) for v in MISSING_KEYWORDS.values())
+  return "\n".join([f"{total} parameters in all.", "", *lines]).rstrip() + "\n"
+
+
 def supported_versions() -> str:
   """A table of the Python and runtime dependency versions pyproject.toml requires."""
   import tomllib
@@ -260,6 +285,7 @@ _GENERATED = {
   "benchmark-results": benchmark_results,
   "benchmark-headline": benchmark_headline,
   "flax-names-missing": flax_names_missing,
+  "flax-keywords-missing": flax_keywords_missing,
   "supported-versions": supported_versions,
 }
 

@@ -178,6 +178,7 @@ def accepts_graph_keywords(fn: F, tree_check: str | None = None) -> F:
     def graph_wrapper(*args, graph: bool | None = None, graph_updates: bool | None = None, **kw):
       return fn(*args, graph=_VALUES["graph"] if graph is None else graph, **kw)
 
+    graph_wrapper.__signature__ = _with_graph_keywords(fn)  # type: ignore[attr-defined]
     return graph_wrapper  # type: ignore[return-value]
   first = next(iter(params), None)
   name = fn.__name__
@@ -200,7 +201,21 @@ def accepts_graph_keywords(fn: F, tree_check: str | None = None) -> F:
       return lambda f: _tree_checked(out(f), name, (), outputs)
     return _tree_checked(out, name, args[1:], outputs)
 
+  wrapper.__signature__ = _with_graph_keywords(fn)  # type: ignore[attr-defined]
   return wrapper  # type: ignore[return-value]
+
+
+def _with_graph_keywords(fn: Callable) -> inspect.Signature:
+  """``fn``'s signature with the keyword-only ``graph=None``/``graph_updates=None``
+  the wrappers above take, so ``inspect.signature`` and ``help`` show them."""
+  sig = inspect.signature(fn)
+  params = [p for p in sig.parameters.values() if p.name not in ("graph", "graph_updates")]
+  extra = [
+    inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None, annotation="bool | None")
+    for n in ("graph", "graph_updates")
+  ]
+  at = next((i for i, p in enumerate(params) if p.kind is p.VAR_KEYWORD), len(params))
+  return sig.replace(parameters=params[:at] + extra + params[at:])
 
 
 def _tree_checked(transformed: Any, name: str, bound_args: tuple, outputs: bool) -> Any:

@@ -153,8 +153,8 @@ def is_pytree_node(x: Any) -> bool:
   return x is None or is_generic_pytree(x)
 
 
-def is_node_type(t: type) -> bool:
-  """True if the graph walk traverses instances of ``t``: registered graph node
+def is_node_type(x: type) -> bool:
+  """True if the graph walk traverses instances of type ``x``: registered graph node
   types (Modules, ``nnx.List``, ...) and the plain containers of
   :func:`is_pytree_node` (flax.nnx's ``graphlib.is_node_type``).
 
@@ -168,9 +168,9 @@ def is_node_type(t: type) -> bool:
     >>> nnx.graphlib.is_node_type(nnx.Param), nnx.graphlib.is_node_type(int)
     (False, False)
   """
-  if t in (list, tuple, dict) or (issubclass(t, tuple) and hasattr(t, "_fields")):
+  if x in (list, tuple, dict) or (issubclass(x, tuple) and hasattr(x, "_fields")):
     return True
-  return node_impl(t) is not None
+  return node_impl(x) is not None
 
 
 def is_node_module(x: Any) -> bool:

@@ -357,7 +357,8 @@ class FlatState(Sequence):
   """The leaves of a graph as ``(path, leaf)`` pairs, in the GraphDef's order.
 
   What ``nnx.graphlib.flatten`` returns; ``nnx.graphlib.unflatten`` and
-  ``nnx.merge`` accept it. A pytree whose leaves are the leaves.
+  ``nnx.merge`` accept it. A pytree whose leaves are the leaves. ``sort=True``
+  orders the pairs by path (flax.nnx's keyword; there it is required).
 
   Example:
     >>> import jax.numpy as jnp, nnx_eqx as nnx
@@ -366,12 +367,14 @@ class FlatState(Sequence):
     ((('a',), ('b', 0)), (1, 2), (('b', 0), 2))
     >>> flat.to_nested_state()["b"][0]
     2
+    >>> nnx.graphlib.FlatState([(("b",), 1), (("a",), 2)], sort=True).paths
+    (('a',), ('b',))
   """
 
   __slots__ = ("_paths", "_leaves")
 
-  def __init__(self, items: Iterable[tuple[tuple, Any]]):
-    pairs = list(items)
+  def __init__(self, items: Iterable[tuple[tuple, Any]], /, *, sort: bool = False):
+    pairs = sorted(items, key=lambda item: item[0]) if sort else list(items)
     self._paths = tuple(p for p, _ in pairs)
     self._leaves = tuple(v for _, v in pairs)
 

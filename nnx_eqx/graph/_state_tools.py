@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..traversals import unflatten_mapping
 from ._errors import StateMismatchError
 from ._filters import Filter, PathIn
 from ._flat_state import FlatState
@@ -38,15 +39,16 @@ def to_flat_state(state: State | dict) -> FlatState:
   return state.flat_state()
 
 
-def from_flat_state(flat: Any) -> State:
-  """Inverse of :func:`to_flat_state`: a nested State from ``(path, leaf)`` pairs.
+def from_flat_state(flat_state: Any) -> State:
+  """Inverse of :func:`to_flat_state`: a nested State from ``(path, leaf)`` pairs
+  (``flat_state``: a FlatState or any iterable of them).
 
   Example:
     >>> import nnx_eqx as nnx
     >>> nnx.from_flat_state([(("a", "b"), 1)]).a.b
     1
   """
-  return State.from_flat_path(flat)
+  return State.from_flat_path(flat_state)
 
 
 def map_state(f: Callable[[tuple, Any], Any], state: State) -> State:
@@ -74,15 +76,22 @@ def map_state(f: Callable[[tuple, Any], Any], state: State) -> State:
   return from_flat_state([(path, f(path, leaf)) for path, leaf in flat])
 
 
-def to_pure_dict(state: State) -> dict:
+def to_pure_dict(state: State, extract_fn: Callable[[Any], Any] | None = None) -> dict:
   """``state.to_pure_dict()``: nested dicts of raw values.
+
+  With ``extract_fn`` (as flax.nnx's), each leaf (a Variable, or a raw value) is
+  replaced by ``extract_fn(leaf)`` instead of its value.
 
   Example:
     >>> import jax.numpy as jnp, nnx_eqx as nnx
     >>> nnx.to_pure_dict(nnx.State({"w": nnx.Param(jnp.ones(1))}))["w"].shape
     (1,)
+    >>> nnx.to_pure_dict(nnx.State({"w": nnx.Param(jnp.ones(1))}), type)
+    {'w': <class 'nnx_eqx.graph._variables.Param'>}
   """
-  return state.to_pure_dict()
+  if extract_fn is None:
+    return state.to_pure_dict()
+  return unflatten_mapping({path: extract_fn(leaf) for path, leaf in to_flat_state(state)})
 
 
 def diff(state: State, other: State) -> State:

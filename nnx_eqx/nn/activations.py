@@ -8,6 +8,10 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 from jax.nn import celu as celu
@@ -39,7 +43,7 @@ from jaxtyping import Array, Float
 
 from ..graph._variables import Param
 from ..module._module import Module
-from ._common import Dtype
+from ._common import Dtype, PromoteDtypeFn, promote_dtype
 
 
 class PReLU(Module):
@@ -49,7 +53,12 @@ class PReLU(Module):
   Args:
     negative_slope_init: initial slope (default 0.01).
     param_dtype: dtype of the slope Param.
-    dtype: computation dtype (default: that of the input).
+    dtype: computation dtype (default: that of the input). When given, the input
+      and the slope go through ``promote_dtype`` with it; else the slope is cast to
+      the input's dtype (as flax.nnx).
+    promote_dtype: ``f((inputs, slope), dtype=dtype) -> (inputs, slope)`` (default
+      :func:`nnx.nn.promote_dtype <nnx_eqx.nn.promote_dtype>`).
+    negative_slope_metadata: metadata of the slope Param (e.g. ``sharding``).
 
   Example:
     >>> import jax.numpy as jnp, nnx_eqx as nnx
@@ -58,16 +67,27 @@ class PReLU(Module):
   """
 
   def __init__(
-    self, negative_slope_init: float = 0.01, *, dtype: Dtype | None = None, param_dtype=jnp.float32
+    self,
+    negative_slope_init: float = 0.01,
+    *,
+    dtype: Dtype | None = None,
+    param_dtype=jnp.float32,
+    promote_dtype: PromoteDtypeFn = promote_dtype,
+    negative_slope_metadata: Mapping[str, Any] = MappingProxyType({}),
   ):
-    self.negative_slope = Param(jnp.asarray(negative_slope_init, dtype=param_dtype))
+    self.negative_slope = Param(
+      jnp.asarray(negative_slope_init, dtype=param_dtype), **negative_slope_metadata
+    )
     self.dtype = dtype
     self.param_dtype = param_dtype
+    self.promote_dtype = promote_dtype
 
   def __call__(self, inputs: Float[Array, "*shape"]) -> Float[Array, "*shape"]:
     x = inputs  # flax.nnx's parameter name (callers may pass inputs=)
     with jax.named_scope(type(self).__name__):
-      dtype = self.dtype if self.dtype is not None else x.dtype
-      x = jnp.asarray(x, dtype)
-      slope = jnp.asarray(self.negative_slope.value, dtype)
+      slope = self.negative_slope.value
+      if self.dtype is not None:
+        x, slope = self.promote_dtype((x, slope), dtype=self.dtype)
+      else:
+        slope = jnp.asarray(slope, x.dtype)
       return jnp.where(x >= 0, x, slope * x)

@@ -74,6 +74,11 @@ class MultiHeadAttention(Module):
     normalize_qk: apply a ``LayerNorm`` (no bias) to queries and keys.
     qkv_promote_dtype, out_promote_dtype, ln_promote_dtype: ``promote_dtype`` of
       the projections, the output projection and the LayerNorms.
+    qkv_dot_general, out_dot_general: the ``dot_general`` of the query/key/value
+      projections and of ``out`` (default ``jax.lax.dot_general``);
+      ``qkv_dot_general_cls``/``out_dot_general_cls``: a class whose instance, made
+      at each call, replaces it (as :class:`LinearGeneral`'s ``dot_general_cls``;
+      flax.nnx's options of the same names).
     kernel_metadata, bias_metadata: metadata of the query/key/value Params;
       ``out_kernel_metadata``/``out_bias_metadata`` (default: the same) of ``out``;
       ``query_ln_scale_metadata``/``key_ln_scale_metadata`` of the LayerNorm scales.
@@ -121,6 +126,10 @@ class MultiHeadAttention(Module):
     qkv_promote_dtype: PromoteDtypeFn = promote_dtype,
     out_promote_dtype: PromoteDtypeFn = promote_dtype,
     ln_promote_dtype: PromoteDtypeFn = promote_dtype,
+    qkv_dot_general: Callable[..., Array] | None = None,
+    out_dot_general: Callable[..., Array] | None = None,
+    qkv_dot_general_cls: Any = None,
+    out_dot_general_cls: Any = None,
     rngs: Rngs,
     keep_rngs: bool = True,
     kernel_metadata: Mapping[str, Any] | None = None,
@@ -157,6 +166,10 @@ class MultiHeadAttention(Module):
     self.attention_fn = attention_fn
     self.decode = decode
     self.normalize_qk = normalize_qk
+    self.qkv_dot_general = qkv_dot_general
+    self.out_dot_general = out_dot_general
+    self.qkv_dot_general_cls = qkv_dot_general_cls
+    self.out_dot_general_cls = out_dot_general_cls
     common = dict(
       dtype=dtype,
       param_dtype=param_dtype,
@@ -170,6 +183,8 @@ class MultiHeadAttention(Module):
       kernel_init=kernel_init,
       bias_init=bias_init,
       promote_dtype=qkv_promote_dtype,
+      dot_general=qkv_dot_general,
+      dot_general_cls=qkv_dot_general_cls,
       kernel_metadata=kernel_metadata,
       bias_metadata=bias_metadata,
       **common,
@@ -196,6 +211,8 @@ class MultiHeadAttention(Module):
       kernel_init=out_kernel_init or kernel_init,
       bias_init=out_bias_init or bias_init,
       promote_dtype=out_promote_dtype,
+      dot_general=out_dot_general,
+      dot_general_cls=out_dot_general_cls,
       kernel_metadata=out_kernel_metadata or kernel_metadata,
       bias_metadata=out_bias_metadata or bias_metadata,
       **common,

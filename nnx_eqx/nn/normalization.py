@@ -325,7 +325,7 @@ class RMSNorm(Module):
     self.use_fast_variance = use_fast_variance
 
   def __call__(
-    self, x: Float[Array, "*shape"], *, mask: Array | None = None
+    self, x: Float[Array, "*shape"], mask: Array | None = None
   ) -> Float[Array, "*shape"]:
     with jax.named_scope(type(self).__name__):
       _check_num_features(type(self).__name__, x, self.feature_axes, self.num_features)

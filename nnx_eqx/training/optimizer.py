@@ -21,6 +21,7 @@ import optax
 from ..graph import _graph
 from ..graph._errors import StateMismatchError
 from ..graph._filters import Filter
+from ..graph._graph_mode import resolve
 from ..graph._graph_state import GraphState
 from ..graph._state import State
 from ..graph._variables import Param, Variable
@@ -179,6 +180,10 @@ class Optimizer(Module):
     tx: an optax ``GradientTransformation`` (or ``...ExtraArgs``).
     wrt: filter selecting the optimized Variables (default ``nnx.Param``; flax.nnx
       0.11+ requires it to be given); it should match the ``wrt`` given to ``nnx.grad``.
+    graph: flax.nnx's mode keyword (default from ``nnx.set_graph_mode``). In tree
+      mode (``False``) the model may not share Variables between paths, as
+      flax.nnx's tree-mode ``nnx.state`` requires; nnx_eqx's optimizer works the
+      same way in both modes otherwise.
 
   Attributes:
     step: ``OptState`` Variable, number of updates applied (uint32).
@@ -195,6 +200,8 @@ class Optimizer(Module):
 
   Raises:
     StateMismatchError: from ``update``, if the gradients lack a selected path.
+    SharedReferenceError: in tree mode (``graph=False``), at construction and in
+      ``update``, if the model holds one Variable at two paths.
 
   Example:
     >>> import jax.numpy as jnp, optax, nnx_eqx as nnx
@@ -213,10 +220,19 @@ class Optimizer(Module):
 
   opt_state: Any
 
-  def __init__(self, model: Any, tx: optax.GradientTransformation, *, wrt: Filter = Param):
+  def __init__(
+    self,
+    model: Any,
+    tx: optax.GradientTransformation,
+    *,
+    wrt: Filter = Param,
+    graph: bool | None = None,
+  ):
+    self.graph = graph
     self.step = OptState(jnp.array(0, dtype=jnp.uint32))
     self.tx = tx
     self.wrt = wrt
+    self._check_tree_mode(model)
     flat = _graph.variables(model, wrt).to_flat_dict()
     params = State.from_flat_path({p: _value(v) for p, v in flat.items()})
     with _standard_promotion():
@@ -226,6 +242,10 @@ class Optimizer(Module):
     variables = {p: v for p, v in flat.items() if _is_var(v)}
     self.__dict__["opt_state"] = _to_opt_state(state, variables)
     self.__dict__["_nnx_marks"] = {**(self.__dict__.get("_nnx_marks") or {}), "opt_state": True}
+
+  def _check_tree_mode(self, model: Any) -> None:
+    if not resolve(getattr(self, "graph", None))[0]:
+      _graph.state(model, self.wrt, graph=False)  # raises on shared Variables
 
   def update(self, model: Any, grads: Any, /, **kwargs: Any) -> Any:
     """Applies one optax step to ``model``'s ``wrt`` Variables, in place.
@@ -261,6 +281,7 @@ class Optimizer(Module):
       >>> bool((model.kernel.value == before + updates["kernel"]).all())   # applied
       True
     """
+    self._check_tree_mode(model)
     flat = _graph.variables(model, self.wrt).to_flat_dict()
     gflat = _flat_grads(grads)
     missing = [p for p in flat if p not in gflat]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -158,6 +159,16 @@ def _grad_copies(w, leaves, by_leaf: dict) -> tuple:
   return nodes
 
 
+def _check_reduce_axes(reduce_axes: Sequence[Any], name: str) -> None:
+  """flax.nnx keeps ``reduce_axes=`` in its signature and raises when it is used."""
+  if reduce_axes:
+    raise NotImplementedError(
+      f"{name}(reduce_axes={reduce_axes!r}): reduce_axes is no longer supported (JAX removed "
+      "it, and flax.nnx raises too). Fix: drop reduce_axes and sum the gradients over those "
+      "axes yourself, e.g. with jax.lax.psum(grads, axis_name) inside the mapped function."
+    )
+
+
 def value_and_grad(
   f: Callable | None = None,
   *,
@@ -166,6 +177,7 @@ def value_and_grad(
   wrt: Filter = Param,
   holomorphic: bool = False,
   allow_int: bool = False,
+  reduce_axes: Sequence[Any] = (),
   graph: bool | None = None,
   graph_updates: bool | None = None,
 ):
@@ -193,6 +205,8 @@ def value_and_grad(
     has_aux: ``f`` returns ``(loss, aux)``.
     wrt: filter selecting the differentiated leaves of Module arguments.
     holomorphic, allow_int: passed to ``jax.value_and_grad``.
+    reduce_axes: accepted for flax.nnx's signature; must be empty (JAX removed
+      the option; as in flax, a non-empty value raises).
     graph, graph_updates: select the convention above (defaults from
       ``nnx.set_graph_mode``/``nnx.set_graph_updates``).
 
@@ -201,6 +215,7 @@ def value_and_grad(
 
   Raises:
     TypeError: from JAX, when ``f`` does not return a real scalar.
+    NotImplementedError: ``reduce_axes`` is not empty (as flax.nnx).
 
   Example:
     >>> import jax.numpy as jnp, nnx_eqx as nnx
@@ -213,6 +228,7 @@ def value_and_grad(
     ('Linear', [1.0])
   """
 
+  _check_reduce_axes(reduce_axes, "nnx.value_and_grad")
   functional = not all(resolve(graph, graph_updates))
 
   def wrap(fn):
@@ -229,6 +245,7 @@ def grad(
   wrt: Filter = Param,
   holomorphic: bool = False,
   allow_int: bool = False,
+  reduce_axes: Sequence[Any] = (),
   graph: bool | None = None,
   graph_updates: bool | None = None,
 ):
@@ -239,6 +256,7 @@ def grad(
 
   Raises:
     TypeError: from JAX, when ``f`` does not return a real scalar.
+    NotImplementedError: ``reduce_axes`` is not empty (as flax.nnx).
 
   Example:
     >>> import jax.numpy as jnp, nnx_eqx as nnx
@@ -248,6 +266,7 @@ def grad(
     [3.0]
   """
 
+  _check_reduce_axes(reduce_axes, "nnx.grad")
   functional = not all(resolve(graph, graph_updates))
 
   def wrap(fn):

@@ -12,9 +12,22 @@ the module defines it (``def``/``class``/assignment), re-exports it explicitly
 modules and plain aliases of third-party types (``Array = jax.Array``) are left
 out. ``tests/test_flax_surface.py`` checks every such file (one per flax version
 measured) against nnx_eqx.
+
+It also records, under ``signatures``, the parameters (name and kind, from
+``inspect.signature``) of every public callable found: a function's, a class's
+``__init__`` and, for an ``nnx.Module`` subclass, its ``__call__``. A callable that
+several module paths export is recorded once, under the path of the module that
+defines it when that path is public (else the first path in sorted order), as
+``"<path>:<name>"`` or ``"<path>:<Class>.__init__"``, each parameter as
+``"<name>:<kind>"`` in signature order; the kinds are ``inspect``'s names:
+``POSITIONAL_ONLY``, ``POSITIONAL_OR_KEYWORD``, ``VAR_POSITIONAL``, ``KEYWORD_ONLY``,
+``VAR_KEYWORD``; ``self`` is left out. Callables flax re-exports from JAX
+(``nnx.relu`` is ``jax.nn.relu``) are left out: their parameters are the installed
+JAX's, and nnx_eqx exports the same objects.
 """
 
 import ast
+import functools
 import importlib
 import inspect
 import json
@@ -120,9 +133,75 @@ def surface() -> dict[str, list[str]]:
   return result
 
 
+def _parameters(fn, drop_first: bool):
+  try:
+    params = list(inspect.signature(fn).parameters.values())
+  except (TypeError, ValueError):
+    return None  # a builtin or C callable without a signature
+  if drop_first and params and params[0].kind is not inspect.Parameter.VAR_POSITIONAL:
+    params = params[1:]
+  return [f"{p.name}:{p.kind.name}" for p in params]
+
+
+def _own_method(cls, name):
+  """``cls.<name>`` when a flax class (not ``object`` or a stdlib base) defines it."""
+  for klass in cls.__mro__:
+    if name in vars(klass):
+      origin = klass.__module__.split(".")[0]
+      return vars(klass)[name] if origin not in ("builtins", "typing", "abc") else None
+  return None
+
+
+def _from_flax(value) -> bool:
+  """Defined by flax (not a JAX function or class flax re-exports, e.g. ``nnx.relu``:
+  its parameters are those of the installed JAX, the same object in nnx_eqx)."""
+  if isinstance(value, functools.partial):  # e.g. the compat transforms
+    value = value.func
+  home = getattr(value, "__module__", None) or ""
+  return home.split(".")[0] == "flax"
+
+
+def signatures(modules: dict[str, list[str]]) -> dict[str, list[str]]:
+  chosen: dict[int, tuple[str, str, object]] = {}
+  for path in sorted(modules):
+    module = importlib.import_module(path.replace("nnx_eqx", "flax.nnx", 1))
+    for name in modules[path]:
+      value = getattr(module, name)
+      if not callable(value) or not _from_flax(value):
+        continue
+      home = getattr(value, "__module__", "") or ""
+      defined_here = home == module.__name__
+      if id(value) not in chosen or (defined_here and not chosen[id(value)][2]):
+        chosen[id(value)] = (path, name, defined_here)
+  result: dict[str, list[str]] = {}
+  for path, name, _ in chosen.values():
+    value = getattr(importlib.import_module(path.replace("nnx_eqx", "flax.nnx", 1)), name)
+    entries = []
+    if inspect.isclass(value):
+      init = _own_method(value, "__init__")
+      if init is not None:
+        entries.append((f"{path}:{name}.__init__", init, True))
+      if issubclass(value, flax.nnx.Module):
+        call = _own_method(value, "__call__")
+        if call is not None:
+          entries.append((f"{path}:{name}.__call__", call, True))
+    else:
+      entries.append((f"{path}:{name}", value, False))
+    for key, fn, drop_first in entries:
+      params = _parameters(fn, drop_first)
+      if params is not None:
+        result[key] = params
+  return result
+
+
 if __name__ == "__main__":
-  data = {"_flax_version": flax.__version__, "modules": surface()}
+  modules = surface()
+  data = {"_flax_version": flax.__version__, "modules": modules, "signatures": signatures(modules)}
   out = pathlib.Path(__file__).with_name(f"flax_surface_{flax.__version__}.json")
   out.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
   total = sum(len(v) for v in data["modules"].values())
-  print(f"wrote {out}: {len(data['modules'])} modules, {total} names")
+  n_params = sum(len(v) for v in data["signatures"].values())
+  print(
+    f"wrote {out}: {len(data['modules'])} modules, {total} names, "
+    f"{len(data['signatures'])} signatures with {n_params} parameters"
+  )
