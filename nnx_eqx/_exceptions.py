@@ -28,7 +28,27 @@ def publish(namespace: dict[str, Any], name: str) -> None:
       and obj.__module__.startswith("nnx_eqx")
       and _private(obj.__module__)
     ):
-      obj.__module__ = name
+      _rename(obj, obj.__module__, name)
+
+
+def _rename(cls: type, old: str, new: str) -> None:
+  """Sets ``__module__`` to ``new`` on ``cls`` and on the functions its body
+  defines (methods, and those under properties, static and class methods): a
+  method left naming the private module would make documentation tools that
+  follow ``__module__`` (griffe) resolve it back and forth between the two."""
+  cls.__module__ = new
+  for attr in vars(cls).values():
+    inner = [attr]
+    if isinstance(attr, staticmethod | classmethod):
+      inner = [attr.__func__]
+    elif isinstance(attr, property):
+      inner = [attr.fget, attr.fset, attr.fdel]
+    for fn in inner:
+      if callable(fn) and getattr(fn, "__module__", None) == old:
+        try:
+          fn.__module__ = new
+        except (AttributeError, TypeError):  # (a builtin or slot wrapper)
+          pass
 
 
 def publish_all() -> None:
