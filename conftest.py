@@ -61,7 +61,7 @@ _HIJAX_EXAMPLES = ("hijax=True", "to_hijax(")
 def pytest_collection_modifyitems(config, items):
   """Skips the doctests that make hijax Variables where jax lacks the hi-type API
   they need (jax < 0.10)."""
-  from nnx_eqx.graph import _hijax  # after the jaxtyping hook above
+  from nnx_eqx.graph.variables import _hijax
 
   if _hijax.AVAILABLE:
     return
@@ -81,7 +81,7 @@ def _no_dropped_state_updates():
   without the library ever reporting it, and forgets every record, so nothing of
   one test reaches the next."""
   yield
-  from nnx_eqx.graph import _lost_updates
+  from nnx_eqx.graph.tracing import _lost_updates
 
   try:
     lost = _lost_updates.unreported()

@@ -32,7 +32,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from nnx_eqx.graph._tracing import CURRENT, TRACE_REF, entry
+from nnx_eqx.graph.tracing._traces import CURRENT, TRACE_REF, entry
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _common import print_table  # noqa: E402

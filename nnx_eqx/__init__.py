@@ -10,25 +10,25 @@ from . import filterlib as filters  # the name nnx_eqx used before flax's ``filt
 from . import graphlib as graphlib
 from . import statelib as statelib
 from . import extract as extract
-from .graph._graphdef import PureState as PureState
-from .graph._graphdef import call as call
-from .graph._tree_form import NodeStates as NodeStates
-from .graph._tree_form import to_tree as to_tree
-from .graph._tree_form import from_tree as from_tree
+from .graph.walk._graphdef import PureState as PureState
+from .graph.walk._graphdef import call as call
+from .graph.api._tree_form import NodeStates as NodeStates
+from .graph.api._tree_form import to_tree as to_tree
+from .graph.api._tree_form import from_tree as from_tree
 from .graphlib import SplitContext as SplitContext
 from .graphlib import MergeContext as MergeContext
 from .graphlib import merge_context as merge_context
 from .graphlib import split_context as split_context
 from .graphlib import update_context as update_context
-from .graph._map import map_leaves as map
-from .graph._duplicates import find_duplicates as find_duplicates
-from .graph._state_tools import replace_by_pure_dict as replace_by_pure_dict
-from .graph._state_tools import split_state as split_state
-from .graph._state_tools import filter_state as filter_state
-from .graph._state_tools import merge_state as merge_state
-from .graph._state_tools import restore_int_paths as restore_int_paths
-from .graph._repr import display as display
-from .graph._cached_partial import cached_partial as cached_partial
+from .graph.api._map import map_leaves as map
+from .graph.walk._duplicates import find_duplicates as find_duplicates
+from .graph.state._state_tools import replace_by_pure_dict as replace_by_pure_dict
+from .graph.state._state_tools import split_state as split_state
+from .graph.state._state_tools import filter_state as filter_state
+from .graph.state._state_tools import merge_state as merge_state
+from .graph.state._state_tools import restore_int_paths as restore_int_paths
+from .graph.api._repr import display as display
+from .graph.api._cached_partial import cached_partial as cached_partial
 from .graph._errors import GraphModeRequiredError as GraphModeRequiredError
 from .graph._errors import HijaxGradientError as HijaxGradientError
 from .graph._errors import ImmutableVariableError as ImmutableVariableError
@@ -210,9 +210,9 @@ from .transforms import make_jaxpr as make_jaxpr
 from .transforms import UnsupportedModeError as UnsupportedModeError
 from .transforms import StateSharding as StateSharding
 from .transforms import CompiledStructureError as CompiledStructureError
-from .transforms import StackStructureError as StackStructureError
-from .transforms import stack as stack
-from .transforms import unstack as unstack
+from ._stacking import StackStructureError as StackStructureError
+from ._stacking import stack as stack
+from ._stacking import unstack as unstack
 
 # --- end transforms ---
 
@@ -284,7 +284,7 @@ from .legacy import TrainState as TrainState
 from . import compat as compat
 from . import legacy as legacy
 from . import metrics as metrics
-from .graph._diff_state import DiffState as DiffState
+from .graph.state._diff_state import DiffState as DiffState
 from .training.ema import EMA as EMA
 from .training.optimizer import ModelAndOptimizer as ModelAndOptimizer
 from .graph._errors import UnknownStreamError as UnknownStreamError
@@ -309,29 +309,29 @@ from .transforms._graph_keywords import value_and_grad as value_and_grad
 from .transforms._graph_keywords import variables as variables
 from .transforms._graph_keywords import vmap as vmap
 from .transforms._graph_keywords import while_loop as while_loop
-from .graph._graph_mode import get_graph_mode as get_graph_mode
-from .graph._graph_state import GraphState as GraphState
-from .graph._graph_state import unpack as unpack
+from .graph.walk._graph_mode import get_graph_mode as get_graph_mode
+from .graph.api._graph_state import GraphState as GraphState
+from .graph.api._graph_state import unpack as unpack
 from .training.metrics import Metric as Metric
 from .nn import LoRA as LoRA
 from .nn import LoRALinear as LoRALinear
 from .nn import LoRAParam as LoRAParam
 from .training.metrics import MultiMetric as MultiMetric
-from .graph._graph_mode import set_graph_mode as set_graph_mode
-from .graph._graph_mode import set_graph_updates as set_graph_updates
-from .graph._graph_mode import set_sow_capture_noop as set_sow_capture_noop
-from .transforms._rng_tools import fork_rngs as fork_rngs
-from .transforms._rng_tools import recursive_map as recursive_map
-from .transforms._rng_tools import reseed as reseed
-from .transforms._rng_tools import split_rngs as split_rngs
-from .transforms._rng_tools import with_rngs as with_rngs
-from .graph._state_tools import from_flat_state as from_flat_state
-from .graph._var_defaults import VarDefaults as VarDefaults
-from .graph._var_defaults import var_defaults as var_defaults
+from .graph.walk._graph_mode import set_graph_mode as set_graph_mode
+from .graph.walk._graph_mode import set_graph_updates as set_graph_updates
+from .graph.walk._graph_mode import set_sow_capture_noop as set_sow_capture_noop
+from .transforms.rngs._tools import fork_rngs as fork_rngs
+from .transforms.rngs._tools import recursive_map as recursive_map
+from .transforms.rngs._tools import reseed as reseed
+from .transforms.rngs._tools import split_rngs as split_rngs
+from .transforms.rngs._tools import with_rngs as with_rngs
+from .graph.state._state_tools import from_flat_state as from_flat_state
+from .graph.variables._defaults import VarDefaults as VarDefaults
+from .graph.variables._defaults import var_defaults as var_defaults
 from .nn import InstanceNorm as InstanceNorm
 from .nn._common import Initializer as Initializer
-from .graph._state_tools import to_flat_state as to_flat_state
-from .graph._state_tools import to_pure_dict as to_pure_dict
+from .graph.state._state_tools import to_flat_state as to_flat_state
+from .graph.state._state_tools import to_pure_dict as to_pure_dict
 
 # --- end flax 0.12 parity ---
 
@@ -351,8 +351,8 @@ from . import rnglib as rnglib
 from . import summary as summary
 from . import traversals as traversals
 from . import visualization as visualization
-from .graph._state import FlatState as FlatState
-from .graph._state_tools import map_state as map_state
+from .graph.state._state import FlatState as FlatState
+from .graph.state._state_tools import map_state as map_state
 from .graphlib import UpdateContext as UpdateContext
 from .graphlib import current_update_context as current_update_context
 from .graphlib import flatten as flatten
@@ -363,7 +363,7 @@ from .module import Object as Object
 from .module import check_pytree as check_pytree
 from .module import has_data as has_data
 from .module import iter_module_children as iter_module_children
-from .transforms._transform_metadata import transform_metadata as transform_metadata
+from .transforms.lifted._transform_metadata import transform_metadata as transform_metadata
 from .variablelib import VariableState as VariableState
 from .variablelib import register_variable_name as register_variable_name
 from .variablelib import variable_name_from_type as variable_name_from_type
@@ -383,7 +383,9 @@ _flax_names.install()  # a module __getattr__ here and on the namespaces concern
 
 __version__ = "0.1.0"
 
-# Public exceptions report their public import path (``nnx_eqx.LostUpdateError``).
-from ._exceptions import publish_all as _publish_exceptions  # noqa: E402
+# Public classes report their public import path (``nnx_eqx.LostUpdateError``), and
+# pickles of earlier releases find the modules they name (``nnx_eqx._pickle_names``).
+from . import _pickle_names  # noqa: E402
 
-_publish_exceptions()
+_pickle_names.publish_all()
+_pickle_names.install_moved_modules()

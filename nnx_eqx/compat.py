@@ -5,13 +5,12 @@ flax.nnx 0.12 keeps its graph-mode implementations here (``graph=True``,
 are the same functions as the top-level ones.
 """
 
-from .graph._cached_partial import cached_partial as cached_partial
+from .graph.api._cached_partial import cached_partial as cached_partial
 from .graphlib import flatten as flatten
 from .module import iter_children as iter_children
 from .module import view as view
 from .module import view_info as view_info
 from .spmd import get_abstract_model as get_abstract_model
-from .transforms._custom_vjp import custom_vjp as custom_vjp
 from .transforms._graph_keywords import checkify as checkify
 from .transforms._graph_keywords import clone as clone
 from .transforms._graph_keywords import cond as cond
@@ -34,8 +33,9 @@ from .transforms._graph_keywords import value_and_grad as value_and_grad
 from .transforms._graph_keywords import vjp as vjp
 from .transforms._graph_keywords import vmap as vmap
 from .transforms._graph_keywords import while_loop as while_loop
-from .transforms._rng_split import backup_keys as backup_keys
-from .transforms._rng_tools import fork_rngs as fork_rngs
-from .transforms._rng_tools import recursive_map as recursive_map
-from .transforms._rng_tools import reseed as reseed
-from .transforms._rng_tools import split_rngs as split_rngs
+from .transforms.lifted._custom_vjp import custom_vjp as custom_vjp
+from .transforms.rngs._split import backup_keys as backup_keys
+from .transforms.rngs._tools import fork_rngs as fork_rngs
+from .transforms.rngs._tools import recursive_map as recursive_map
+from .transforms.rngs._tools import reseed as reseed
+from .transforms.rngs._tools import split_rngs as split_rngs

@@ -5,7 +5,7 @@ generator that yields one ``Object`` (how the whole object is framed) and then o
 ``Attr`` per field; ``get_repr`` renders it, nesting other ``Representable`` values
 with indentation. This follows flax.nnx's protocol, so third-party classes written
 for flax's reprs render the same here. nnx_eqx's own Modules, Variables and States
-render through ``nnx_eqx/graph/_repr.py`` instead (compact arrays, shared-reference
+render through ``nnx_eqx/graph/api/_repr.py`` instead (compact arrays, shared-reference
 markers); this module is for user classes.
 """
 

@@ -9,10 +9,10 @@ from .module._rngs import RngKey as RngKey
 from .module._rngs import Rngs as Rngs
 from .module._rngs import RngState as RngState
 from .module._rngs import RngStream as RngStream
-from .transforms._rng_split import SplitBackups as SplitBackups
-from .transforms._rng_split import backup_keys as backup_keys
-from .transforms._rng_split import restore_rngs as restore_rngs
-from .transforms._rng_tools import fork_rngs as fork_rngs
-from .transforms._rng_tools import reseed as reseed
-from .transforms._rng_tools import split_rngs as split_rngs
-from .transforms._rng_tools import with_rngs as with_rngs
+from .transforms.rngs._split import SplitBackups as SplitBackups
+from .transforms.rngs._split import backup_keys as backup_keys
+from .transforms.rngs._split import restore_rngs as restore_rngs
+from .transforms.rngs._tools import fork_rngs as fork_rngs
+from .transforms.rngs._tools import reseed as reseed
+from .transforms.rngs._tools import split_rngs as split_rngs
+from .transforms.rngs._tools import with_rngs as with_rngs

@@ -14,7 +14,7 @@ from typing import Any
 import jax
 
 from . import reprlib
-from .graph import _tracing
+from .graph.tracing import _traces as _tracing
 
 
 def current_jax_trace() -> Any:

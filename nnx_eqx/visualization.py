@@ -5,7 +5,7 @@ Mostly a re-export namespace (see ``nnx_eqx/__init__.py``, "flax 0.12 import sur
 
 import sys
 
-from .graph._repr import display as display
+from .graph.api._repr import display as display
 
 
 def in_ipython() -> bool:

@@ -84,7 +84,7 @@ def test_split_of_a_non_graph_value_is_its_own_state():
   graphdef, state = nnx.split(3)
   assert state == 3 and nnx.merge(graphdef, state) == 3
   with pytest.raises(nnx.GraphStructureError, match="Expected a Module.*got int"):
-    nnx.graph._graph.walk(3)  # the engine itself still wants a graph
+    nnx.graph.api._functional.walk(3)  # the engine itself still wants a graph
 
 
 def test_errors_share_a_base_class_and_builtin_types():

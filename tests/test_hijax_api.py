@@ -7,7 +7,7 @@ import types
 import jax
 import pytest
 
-from nnx_eqx.graph import _hijax_api
+from nnx_eqx.graph.variables import _hijax_api
 
 
 class _NewPrim:  # the rules of jax >= 0.10: vjp_fwd(nzs_in, ...) and transpose

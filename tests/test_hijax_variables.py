@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 
 import nnx_eqx as nnx
-from nnx_eqx.graph import _hijax, _hijax_api
+from nnx_eqx.graph.variables import _hijax, _hijax_api
 from nnx_eqx.testing import (
   TraceCounter,
   all_paths,

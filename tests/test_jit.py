@@ -41,7 +41,7 @@ def test_only_changed_leaves_are_outputs():
 
 
 def test_repeated_calls_do_not_rewalk_the_graph(monkeypatch):
-  from nnx_eqx.graph import _walk
+  from nnx_eqx.graph.walk import _walk
 
   m = Counter()
   f = nnx.jit(lambda m: m.n.value)

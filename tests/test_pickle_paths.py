@@ -11,9 +11,10 @@ import pathlib
 import pickle
 
 import jax
-import numpy as np
 import pytest
 from fixtures.make_pickles import as_numpy, build
+
+from nnx_eqx.testing import assert_trees_equal
 
 FIXTURES = sorted(pathlib.Path(__file__).parent.joinpath("fixtures").glob("pickles-*.pkl"))
 
@@ -42,11 +43,8 @@ def test_saved_objects_load_and_compute_the_same(path):
   assert set(saved["objects"]) == set(runs), "make_pickles.build() and the fixture disagree"
   for name, blob in saved["objects"].items():
     got = as_numpy(runs[name](pickle.loads(blob)))
-    want = saved["expected"][name]
-    assert jax.tree.structure(got) == jax.tree.structure(want), name
-    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
-      # the same operations on the same values, on the same backend: bitwise
-      np.testing.assert_array_equal(a, b, err_msg=f"{path.name}: {name}")
+    # the same operations on the same values, on the same backend: bitwise
+    assert_trees_equal(got, saved["expected"][name])
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.name)
@@ -59,3 +57,92 @@ def test_fixture_names_the_private_modules_of_each_layer(path):
     names.update(m for m, _ in r.names)
   for layer in ("graph", "module", "nn", "training", "bridge"):
     assert any(m.startswith(f"nnx_eqx.{layer}.") for m in names), layer
+
+
+def _names_pickled(objects):
+  names = set()
+  for obj in objects:
+    r = _Recorder(pickle.dumps(obj))
+    r.load()
+    names.update(r.names)
+  return {(m, n) for m, n in names if m.split(".")[0] == "nnx_eqx"}
+
+
+def test_pickles_name_only_public_or_stable_paths():
+  # a later move of a private file must not break what is saved today
+  import equinox as eqx
+  import jax.numpy as jnp
+
+  import nnx_eqx as nnx
+
+  objects = [obj for obj, _ in build().values()]
+  bn = nnx.Sequential(nnx.Linear(2, 3, rngs=nnx.Rngs(0)), nnx.BatchNorm(3, rngs=nnx.Rngs(0)))
+  objects += list(nnx.to_eqx_with_state(bn))
+  objects.append(nnx.from_eqx(eqx.nn.Embedding(5, 2, key=jax.random.key(0))))
+  objects.append(nnx.Dict(a=nnx.BatchStat(jnp.zeros(2)), b=nnx.Cache(jnp.ones(1))))
+  objects.append(nnx.graphdef(nnx.Rngs(1)))
+  names = _names_pickled(objects)
+  private = sorted(
+    f"{m}.{n}"
+    for m, n in names
+    if m != "nnx_eqx._pickle_names" and any(p.startswith("_") for p in m.split("."))
+  )
+  assert not private, f"pickles name private modules (see nnx_eqx/_pickle_names.py): {private}"
+  assert ("nnx_eqx", "Param") in names and ("nnx_eqx._pickle_names", "current_trace") in names
+
+
+def test_old_private_paths_import_as_the_modules_that_replaced_them():
+  import importlib
+  import warnings
+
+  from nnx_eqx._pickle_names import MOVED
+
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    for old, new in MOVED.items():
+      module = importlib.import_module(old)
+      assert module is importlib.import_module(new), old
+      assert module.__spec__.name == new, old  # the module keeps its own spec
+      assert module.__name__ == new, old
+
+
+def test_public_classes_resolve_from_the_path_they_name():
+  import sys
+
+  import nnx_eqx as nnx
+
+  checked = 0
+  for name in dir(nnx):
+    obj = getattr(nnx, name)
+    if isinstance(obj, type) and obj.__module__.split(".")[0] == "nnx_eqx":
+      home = sys.modules[obj.__module__]
+      assert getattr(home, obj.__qualname__, None) is obj, f"{name}: {obj.__module__}"
+      checked += 1
+  assert checked > 50
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.name)
+def test_a_fresh_process_loads_old_pickles_with_pickle_alone(path):
+  # nothing imported beforehand: the old module paths are found through the package
+  import os
+  import subprocess
+  import sys
+
+  code = (
+    "import pickle, sys\n"
+    f"with open({str(path)!r}, 'rb') as f:\n"
+    "  saved = pickle.load(f)\n"
+    "for name, blob in saved['objects'].items():\n"
+    "  pickle.loads(blob)\n"
+    "print(sorted(m for m in sys.modules if m.startswith('nnx_eqx.graph._')))\n"
+  )
+  env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+  out = subprocess.run(
+    [sys.executable, "-W", "error", "-c", code],
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
+  assert out.returncode == 0, out.stderr
+  assert "nnx_eqx.graph._variables" in out.stdout  # loaded through an old path

@@ -20,7 +20,8 @@ import pytest
 from hypothesis import given, settings
 
 import nnx_eqx as nnx
-from nnx_eqx.graph import _graph, _version
+from nnx_eqx.graph import _version
+from nnx_eqx.graph.api import _functional as _graph
 from nnx_eqx.testing import (
   TraceCounter,
   assert_trees_close,

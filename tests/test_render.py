@@ -7,7 +7,7 @@ import numpy as np
 import treescope
 
 import nnx_eqx as nnx
-from nnx_eqx.graph import _repr
+from nnx_eqx.graph.api import _repr
 
 
 class Block(nnx.Module):

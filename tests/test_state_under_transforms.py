@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nnx_eqx as nnx
-from nnx_eqx.graph import _lost_updates
+from nnx_eqx.graph.tracing import _lost_updates
 from nnx_eqx.testing import assert_trees_close, assert_trees_equal
 
 X = jnp.linspace(-1.0, 1.0, 24, dtype=jnp.float32).reshape(8, 3)

@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from nnx_eqx.graph import _tracing
+from nnx_eqx.graph.tracing import _traces as _tracing
 
 
 @pytest.mark.parametrize("fast", [True, False])

@@ -7,7 +7,7 @@ import optax
 import pytest
 
 import nnx_eqx as nnx
-from nnx_eqx.graph import _hijax
+from nnx_eqx.graph.variables import _hijax
 from nnx_eqx.testing import assert_trees_close, assert_trees_equal
 
 

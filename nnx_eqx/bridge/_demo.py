@@ -22,8 +22,8 @@ import jax
 import jax.numpy as jnp
 
 from ..module._module import Module
-from ._convert import from_eqx
-from ._convert import to_eqx as _to_eqx
+from .convert._convert import from_eqx
+from .convert._convert import to_eqx as _to_eqx
 
 
 def build_eqx_cnn(key: jax.Array, channels: tuple[int, int] = (16, 32)) -> eqx.nn.Sequential:

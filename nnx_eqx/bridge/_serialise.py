@@ -22,14 +22,14 @@ from typing import Any
 import equinox as eqx
 import jax.tree_util as jtu
 
-from ..graph._graph import clone, state, update
+from ..graph.api._functional import clone, state, update
 from ..training._checkpoint_faults import corrupt_file, innermost
 from ..training.checkpoint import eqx_deserialise_filter_spec, eqx_serialise_filter_spec
-from ._context import FromEqxContext
-from ._convert import gc_paused, to_eqx_parts, to_eqx_with_state
 from ._errors import BridgeError
-from ._state import is_index
-from ._to_eqx import ToEqxContext
+from .convert._convert import gc_paused, to_eqx_parts, to_eqx_with_state
+from .walk._context import FromEqxContext
+from .walk._eqx_state import is_index
+from .walk._to_eqx import ToEqxContext
 
 
 class EqxFileMismatchError(BridgeError, RuntimeError):

@@ -161,3 +161,8 @@ class ModeFlagError(NnxError, TypeError):
   """A tracer (or anything but a bool or None) was put where a Module's mode
   (``module.inference``) goes: a mode decides which program is traced, so it
   must be a Python bool."""
+
+
+def fmt_path(path: tuple) -> str:
+  """``('a', 0, 'b')`` -> ``'a/0/b'`` (``'<root>'`` for the empty path)."""
+  return "/".join(map(str, path)) or "<root>"

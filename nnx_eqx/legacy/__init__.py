@@ -9,7 +9,7 @@ entry point must hand over to a seed-era type (``Module.partition``,
 """
 
 from ..module._module import SEED_HOOKS as _MODULE_HOOKS
-from ..transforms._seed_hooks import SEED_HOOKS as _TRANSFORM_HOOKS
+from ..transforms.lifting._seed_hooks import SEED_HOOKS as _TRANSFORM_HOOKS
 from ._boxes import DataclassError as DataclassError
 from ._dataclasses import dataclass as dataclass
 from ._dataclasses import field as field

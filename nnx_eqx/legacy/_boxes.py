@@ -10,8 +10,8 @@ import dataclasses
 from typing import Any
 
 from ..graph._errors import NnxError
-from ..graph._node_types import is_graph_node
-from ..graph._variables import Variable
+from ..graph.variables._variables import Variable
+from ..graph.walk._node_types import is_graph_node
 from ._node_containers import Node, Static, is_node_leaf
 
 KEY = "nnx_box"

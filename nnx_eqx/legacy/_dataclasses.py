@@ -22,7 +22,7 @@ import dataclasses
 import functools
 from typing import Any
 
-from ..graph._variables import Param, Variable
+from ..graph.variables._variables import Param, Variable
 from ..module._module import Module
 from ..module._pytree import Pytree as NnxPytree
 from ._boxes import KEY, DataclassError, _Box, _boxes, box_fields

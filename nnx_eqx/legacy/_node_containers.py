@@ -23,10 +23,10 @@ from typing import Annotated, Any, Generic, TypeVar
 import jax
 import numpy as np
 
-from ..graph import _node_types
 from ..graph._errors import GraphStructureError, ImmutableError
-from ..graph._repr import _leaf
-from ..graph._variables import Variable
+from ..graph.api._repr import _leaf
+from ..graph.variables._variables import Variable
+from ..graph.walk import _node_types
 from ..module._pytree import STATIC_TAG
 
 A = TypeVar("A")

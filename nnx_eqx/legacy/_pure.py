@@ -11,10 +11,11 @@ from typing import Any
 
 import jax
 
-from ..graph import _graph, _node_types
-from ..graph._filters import Filter
-from ..graph._graphdef import GraphDef
-from ..graph._state import State
+from ..graph.api import _functional as _graph
+from ..graph.state._filters import Filter
+from ..graph.state._state import State
+from ..graph.walk import _node_types
+from ..graph.walk._graphdef import GraphDef
 
 
 class Pure(tuple):

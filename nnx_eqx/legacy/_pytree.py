@@ -18,12 +18,12 @@ from typing import Any, TypeVar
 
 import jax
 
-from ..graph import _node_types
 from ..graph._errors import ImmutableError, NnxError
-from ..graph._graphdef import StaticValue
-from ..graph._repr import _leaf
-from ..graph._state import State
-from ..graph._variables import Variable
+from ..graph.api._repr import _leaf
+from ..graph.state._state import State
+from ..graph.variables._variables import Variable
+from ..graph.walk import _node_types
+from ..graph.walk._graphdef import StaticValue
 from ._boxes import box_fields
 from ._node_containers import Node, Static, is_node_leaf
 
@@ -42,7 +42,7 @@ class TreeNode(Node[A]):
   """Marks a Pytree attribute as a child (e.g. a State or an optax state).
 
   Example:
-    >>> import optax, jax.numpy as jnp, nnx_eqx as nnx
+    >>> import jax, optax, jax.numpy as jnp, nnx_eqx as nnx
     >>> class Opt(nnx.legacy.Pytree):
     ...   def __init__(self, params, tx):
     ...     self.tx = tx                                    # static

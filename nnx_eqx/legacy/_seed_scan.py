@@ -24,14 +24,14 @@ from typing import Any
 
 import jax
 
-from ..graph._filters import Filter
-from ..graph._graph import node_impl, state
+from ..graph.api._functional import node_impl, state
+from ..graph.state._filters import Filter
 from ..module._module import Module
-from ..transforms._axes import Carry, StateAxes, broadcast_prefix
 from ..transforms._errors import ScanLengthError
-from ..transforms._rng_split import split_rngs
-from ..transforms._scan import ScanWrapped
-from ..transforms._vmap import vmap
+from ..transforms.axes._specs import Carry, StateAxes, broadcast_prefix
+from ..transforms.lifted._scan import ScanWrapped
+from ..transforms.lifted._vmap import vmap
+from ..transforms.rngs._split import split_rngs
 from ._wrappers import CallProxy
 
 

@@ -10,8 +10,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from ..graph._graphdef import ApplyCaller, GraphDef
-from ..graph._state import State
+from ..graph.state._state import State
+from ..graph.walk._graphdef import ApplyCaller, GraphDef
 from ._pytree import Pytree, TreeNode
 
 M = TypeVar("M")

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..module._module import Module
-from ..transforms._remat import RematWrapped
+from ..transforms.lifted._remat import RematWrapped
 
 
 class MethodPath:

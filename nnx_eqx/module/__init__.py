@@ -38,5 +38,5 @@ from ._pytree import PytreeMeta as PytreeMeta
 from ._pytree import PytreeMeta as ModuleMeta
 from ._pytree import check_pytree as check_pytree
 from ._pytree import has_data as has_data
-from ..graph._graph import iter_graph as iter_graph
-from ..graph._graph import iter_modules as iter_modules
+from ..graph.api._functional import iter_graph as iter_graph
+from ..graph.api._functional import iter_modules as iter_modules

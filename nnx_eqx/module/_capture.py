@@ -7,9 +7,9 @@ import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..graph import _graph
-from ..graph._state import State
-from ..graph._variables import Variable
+from ..graph.api import _functional as _graph
+from ..graph.state._state import State
+from ..graph.variables._variables import Variable
 from ._capture_slots import CAPTURES
 from ._module import Module
 from ._pytree import data

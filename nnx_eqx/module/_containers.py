@@ -10,10 +10,11 @@ import inspect
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, MutableSequence
 from typing import Any
 
-from ..graph import _graph, _version
+from ..graph import _version
 from ..graph._errors import NnxError
-from ..graph._graph import NodeImpl
-from ..graph._tracing import check_trace
+from ..graph.api import _functional as _graph
+from ..graph.api._functional import NodeImpl
+from ..graph.tracing._traces import check_trace
 from ._module import Module
 from ._pytree import CONTAINERS, DataLeaf, _containerize, _unwrap, is_data, unwrap_marker
 

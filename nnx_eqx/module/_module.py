@@ -16,14 +16,14 @@ from typing import Any, TypeVar
 import jax
 import jax.numpy as jnp
 
-from ..graph import _graph
 from ..graph._errors import NnxError, UnknownAttributeError
-from ..graph._filters import Filter, to_predicate
-from ..graph._graph_mode import get_graph_mode, set_sow_capture_noop
-from ..graph._pytree_flags import INFERENCE
-from ..graph._state import State
-from ..graph._tree_mode import check_pytree_classes
-from ..graph._variables import Intermediate, Perturbation, Variable
+from ..graph.api import _functional as _graph
+from ..graph.pytree._flags import INFERENCE
+from ..graph.state._filters import Filter, to_predicate
+from ..graph.state._state import State
+from ..graph.variables._variables import Intermediate, Perturbation, Variable
+from ..graph.walk._graph_mode import get_graph_mode, set_sow_capture_noop
+from ..graph.walk._tree_mode import check_pytree_classes
 from ._capture_slots import CAPTURES, capture_slot
 from ._pytree import PYTREE_IMPL, Pytree
 

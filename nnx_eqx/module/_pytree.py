@@ -26,13 +26,15 @@ from typing import Annotated, Any, TypeVar
 
 import jax
 
-from ..graph import _graph, _node_types, _version
+from ..graph import _version
 from ..graph._errors import NnxError
-from ..graph._graph import NodeImpl, is_node
-from ..graph._pytree_nodes import is_generic_pytree, is_ref
-from ..graph._repr import module_repr, treescope_module
-from ..graph._state import State
-from ..graph._tracing import check_trace, current_trace
+from ..graph.api import _functional as _graph
+from ..graph.api._functional import NodeImpl, is_node
+from ..graph.api._repr import module_repr, treescope_module
+from ..graph.state._state import State
+from ..graph.tracing._traces import check_trace, current_trace
+from ..graph.walk import _node_types
+from ..graph.walk._pytree_nodes import is_generic_pytree, is_ref
 
 A = TypeVar("A")
 T = TypeVar("T", bound=type)

@@ -16,9 +16,9 @@ import jax
 import jax.numpy as jnp
 
 from ..graph._errors import NnxError, UnknownStreamError
-from ..graph._filters import to_predicate
-from ..graph._tracing import check_trace
-from ..graph._variables import Variable
+from ..graph.state._filters import to_predicate
+from ..graph.tracing._traces import check_trace
+from ..graph.variables._variables import Variable
 from ._module import Module
 from ._rng_random import RandomMethods
 

@@ -15,11 +15,11 @@ import inspect
 from typing import Any, TypeVar
 
 from ..graph._errors import GraphStructureError, UnknownAttributeError
-from ..graph._filters import Filter, to_predicate
-from ..graph._graph import is_node
-from ..graph._pytree_view import PRIVATE_CACHES
-from ..graph._state import State
-from ..graph._variables import Variable
+from ..graph.api._functional import is_node
+from ..graph.pytree._view import PRIVATE_CACHES
+from ..graph.state._filters import Filter, to_predicate
+from ..graph.state._state import State
+from ..graph.variables._variables import Variable
 from ._pytree import Pytree
 
 A = TypeVar("A")

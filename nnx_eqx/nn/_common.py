@@ -9,8 +9,8 @@ import jax
 import jax.numpy as jnp
 
 from ..graph._errors import NnxError
-from ..graph._graph import iter_graph
-from ..graph._variables import Param, Variable
+from ..graph.api._functional import iter_graph
+from ..graph.variables._variables import Param, Variable
 
 Dtype = Any
 Initializer = Any

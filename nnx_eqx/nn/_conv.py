@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from jax import lax
 from jaxtyping import Array, Float
 
-from ..graph._variables import Param
+from ..graph.variables._variables import Param
 from ..module._module import Module
 from ..module._pytree import data
 from ..module._rngs import Rngs

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ..graph._variables import Intermediate
+from ..graph.variables._variables import Intermediate
 from ..module._module import Module
 from ._common import (
   Dtype,

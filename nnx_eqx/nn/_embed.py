@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float, Shaped
 
-from ..graph._variables import Param
+from ..graph.variables._variables import Param
 from ..module._module import Module
 from ..module._rngs import Rngs
 from . import initializers

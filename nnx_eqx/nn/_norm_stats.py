@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from jax import lax
 from jaxtyping import Array
 
-from ..graph._variables import Param
+from ..graph.variables._variables import Param
 from ..module._pytree import data
 from ._common import (
   Dtype,

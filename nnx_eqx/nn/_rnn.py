@@ -10,8 +10,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from ..graph._filters import to_predicate
-from ..graph._graph import iter_graph
+from ..graph.api._functional import iter_graph
+from ..graph.state._filters import to_predicate
 from ..module._module import Module
 from ..module._rngs import Rngs, RngStream
 from ..transforms import Carry, StateAxes, scan, split_rngs

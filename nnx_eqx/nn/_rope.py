@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ..graph._variables import Variable
+from ..graph.variables._variables import Variable
 from ..module._module import Module
 from ._common import InputShapeError, LayerConfigError
 from ._dot_product import dot_product_attention

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ..graph._variables import BatchStat
+from ..graph.variables._variables import BatchStat
 from ..module._containers import List
 from ..module._module import Module
 from ..module._rngs import Rngs

@@ -10,8 +10,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ..graph._filters import PathContains, to_predicate
-from ..graph._variables import Param
+from ..graph.state._filters import PathContains, to_predicate
+from ..graph.variables._variables import Param
 from ..module._containers import List
 from ..module._module import Module
 from ..module._rngs import Rngs

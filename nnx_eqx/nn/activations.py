@@ -41,7 +41,7 @@ from jax.nn import swish as swish
 from jax.numpy import tanh as tanh
 from jaxtyping import Array, Float
 
-from ..graph._variables import Param
+from ..graph.variables._variables import Param
 from ..module._module import Module
 from ._common import Dtype, PromoteDtypeFn, promote_dtype
 

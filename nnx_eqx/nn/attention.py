@@ -14,7 +14,7 @@ import jax.numpy as jnp
 from jax import lax
 from jaxtyping import Array, Float
 
-from ..graph._variables import Cache
+from ..graph.variables._variables import Cache
 from ..module._module import Module
 from ..module._rngs import Rngs, RngStream
 from . import initializers

@@ -18,7 +18,7 @@ import opt_einsum
 from jax import lax
 from jaxtyping import Array, Float
 
-from ..graph._variables import Param
+from ..graph.variables._variables import Param
 from ..module._module import Module
 from ..module._pytree import data
 from ..module._rngs import Rngs

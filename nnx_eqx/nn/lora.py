@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array as Array  # flax.nnx.nn.lora exports the Array alias
 
-from ..graph._variables import Param, Variable
+from ..graph.variables._variables import Param, Variable
 from ..module._module import Module
 from ..module._rngs import Rngs
 from . import initializers

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ..graph._variables import BatchStat
+from ..graph.variables._variables import BatchStat
 from ..module._module import Module
 from ..module._rngs import Rngs
 from . import initializers

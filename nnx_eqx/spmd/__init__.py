@@ -29,10 +29,10 @@ from typing import Any
 import jax
 from jax.sharding import NamedSharding, PartitionSpec
 
-from ..graph._graph import variables as _variables
-from ..graph._node_types import is_graph_node
-from ..graph._var_defaults import use_eager_sharding as use_eager_sharding
-from ..graph._var_defaults import using_eager_sharding as using_eager_sharding
+from ..graph.api._functional import variables as _variables
+from ..graph.walk._node_types import is_graph_node
+from ..graph.variables._defaults import use_eager_sharding as use_eager_sharding
+from ..graph.variables._defaults import using_eager_sharding as using_eager_sharding
 from ._abstract import as_abstract as as_abstract
 from ._by_path import UnmatchedPatternError as UnmatchedPatternError
 from ._by_path import set_partitioning as set_partitioning
@@ -52,8 +52,8 @@ from ._spmd_rules import logical_to_mesh_axes as logical_to_mesh_axes
 from ._spmd_rules import logical_to_mesh_sharding as logical_to_mesh_sharding
 from ._spmd_rules import metadata_spec
 from ._spmd_rules import set_logical_axis_rules as set_logical_axis_rules
-from ..graph._state import State
-from ..graph._variables import Variable, with_metadata
+from ..graph.state._state import State
+from ..graph.variables._variables import Variable, with_metadata
 
 
 # --------------------------------------------------------------------------

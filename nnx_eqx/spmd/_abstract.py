@@ -7,8 +7,8 @@ from typing import Any
 import jax
 from jax.sharding import NamedSharding
 
-from ..graph._map import map_leaves
-from ..graph._variables import Variable
+from ..graph.api._map import map_leaves
+from ..graph.variables._variables import Variable
 from ._spmd_rules import metadata_mesh, metadata_names, metadata_spec
 
 

@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 from jax.sharding import PartitionSpec
 
-from ..graph._duplicates import variables_with_paths
-from ..graph._filters import Filter, to_predicate
-from ..graph._variables import Variable
+from ..graph.state._filters import Filter, to_predicate
+from ..graph.variables._variables import Variable
+from ..graph.walk._duplicates import variables_with_paths
 from ._spmd_rules import Rules, ShardingError
 
 Spec = PartitionSpec | Sequence[Any] | None

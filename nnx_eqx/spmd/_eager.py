@@ -1,6 +1,6 @@
 """Eager sharding: Variables with sharding metadata are placed when created (flax 0.12).
 
-``graph/_variables.py`` cannot import this layer; this module installs
+``graph/variables/_variables.py`` cannot import this layer; this module installs
 :func:`shard_on_create` as the Variable constructor's sharding hook. Whether it
 applies is ``nnx.use_eager_sharding`` / a Variable's ``eager_sharding=``.
 """
@@ -14,10 +14,10 @@ from typing import Any
 import jax
 from jax.sharding import NamedSharding
 
-from ..graph import _variables
-from ..graph._graph import split
-from ..graph._map import map_leaves
-from ..graph._variables import Variable
+from ..graph.api._functional import split
+from ..graph.api._map import map_leaves
+from ..graph.variables import _variables
+from ..graph.variables._variables import Variable
 from ._abstract import as_abstract
 from ._spmd_rules import ShardingError, metadata_mesh, metadata_names, metadata_spec
 

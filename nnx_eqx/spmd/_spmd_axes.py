@@ -6,7 +6,7 @@ from typing import Any
 
 import jax
 
-from ..graph._variables import Variable
+from ..graph.variables._variables import Variable
 from ._spmd_rules import ShardingError
 
 PARTITION_NAME = "partition_name"

@@ -24,8 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 from hypothesis import strategies as st
 
-from ..graph import _graph
-from ..graph._variables import BatchStat, Cache, Intermediate, Param, Variable
+from ..graph.api import _functional as _graph
+from ..graph.variables._variables import BatchStat, Cache, Intermediate, Param, Variable
 from ..module._containers import List
 from ..module._module import Module
 from ._helpers import tree_allclose

@@ -16,7 +16,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ..graph._graph import merge, split
+from ..graph.api._functional import merge, split
 from ._helpers import stablehlo_text
 from ._tolerance import assert_trees_equal
 

@@ -26,8 +26,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..graph._errors import GraphStructureError
-from ..graph._state import State
-from ..graph._variables import Variable
+from ..graph.state._state import State
+from ..graph.variables._variables import Variable
 
 _SCALARS = (bool, int, float, complex)
 

@@ -24,8 +24,8 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from ..graph._graph import is_graph_node, walk
-from ..graph._variables import Variable
+from ..graph.api._functional import is_graph_node, walk
+from ..graph.variables._variables import Variable
 from ..module._module import Module
 from ..module._rngs import Rngs, RngState, RngStream
 

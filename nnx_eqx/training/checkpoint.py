@@ -45,9 +45,9 @@ import numpy as np
 from jax.sharding import SingleDeviceSharding
 
 from ..graph._errors import NnxError
-from ..graph._graph import is_graph_node, update
-from ..graph._graph import state as _state
-from ..graph._state import State
+from ..graph.api._functional import is_graph_node, update
+from ..graph.api._functional import state as _state
+from ..graph.state._state import State
 from . import _checkpoint_faults as _faults
 from . import _checkpoint_tree as _tree
 from ._checkpoint_faults import CheckpointCorruptError as CheckpointCorruptError

@@ -6,9 +6,9 @@ from typing import Any
 
 import jax
 
-from ..graph import _graph
-from ..graph._filters import Filter
-from ..graph._variables import Variable
+from ..graph.api import _functional as _graph
+from ..graph.state._filters import Filter
+from ..graph.variables._variables import Variable
 from ..module._containers import Dict, List
 from ..module._module import Module
 

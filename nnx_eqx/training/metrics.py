@@ -14,9 +14,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from ..graph import _graph
-from ..graph._filters import Filter
-from ..graph._variables import Variable
+from ..graph.api import _functional as _graph
+from ..graph.state._filters import Filter
+from ..graph.variables._variables import Variable
 from ..module._module import Module
 
 

@@ -18,13 +18,13 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from ..graph import _graph
 from ..graph._errors import StateMismatchError
-from ..graph._filters import Filter
-from ..graph._graph_mode import resolve
-from ..graph._graph_state import GraphState
-from ..graph._state import State
-from ..graph._variables import Param, Variable
+from ..graph.api import _functional as _graph
+from ..graph.api._graph_state import GraphState
+from ..graph.state._filters import Filter
+from ..graph.state._state import State
+from ..graph.variables._variables import Param, Variable
+from ..graph.walk._graph_mode import resolve
 from ..module._module import Module
 
 

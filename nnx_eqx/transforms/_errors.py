@@ -7,7 +7,7 @@ the fix.
 
 from __future__ import annotations
 
-from ..graph._errors import GraphStructureError, NnxError
+from ..graph._errors import NnxError
 
 
 class AxisSpecError(NnxError, ValueError):
@@ -65,15 +65,3 @@ class UnsupportedModeError(NnxError, ValueError):
 class InconsistentAliasingError(NnxError, ValueError):
   """One object (a Variable shared by two Modules, or passed twice) is given
   different prefixes (axes, shardings) by the paths that reach it."""
-
-
-def fmt_path(path: tuple) -> str:
-  """``('a', 0, 'b')`` -> ``'a/0/b'`` (``'<root>'`` for the empty path)."""
-  return "/".join(map(str, path)) or "<root>"
-
-
-class StackStructureError(GraphStructureError):
-  """``nnx.stack`` was given modules of different structure (the first differing
-  path is named, with both sides' types, static values or shapes), or a Variable
-  shared between two of them; or ``nnx.unstack`` a module whose arrays do not
-  share a leading axis."""

@@ -15,31 +15,32 @@ from typing import Any
 
 import jax
 
-from ..graph import _graph, _module_iter
-from ..graph._diff_state import accepts_diff_state
-from ..graph._graph_mode import accepts_graph_keywords as _accepts_graph_keywords
-from ..graph._graph_mode import get_graph_mode
-from ..graph._graph_state import as_states, unbundle
-from ..graph._prefix import prefix as _graph_prefix
-from ..graph._variables import Variable
-from ._autodiff import grad as _grad
-from ._autodiff import value_and_grad as _value_and_grad
-from ._axes import PREFIX_KEYWORDS, check_prefix_keywords
-from ._control import cond as _cond
-from ._control import fori_loop as _fori_loop
-from ._control import switch as _switch
-from ._control import while_loop as _while_loop
-from ._eval_shape import eval_shape as _eval_shape
-from ._jit import jit as _jit
-from ._jit import jit_partial as _jit_partial
-from ._pmap import pmap as _pmap
-from ._remat import remat as _remat
-from ._scan import scan as _scan
-from ._shard_map import shard_map as _shard_map
-from ._staging import checkify as _checkify
-from ._vjp import jvp as _jvp
-from ._vjp import vjp as _vjp
-from ._vmap import vmap as _vmap
+from ..graph.api import _functional as _graph
+from ..graph.api import _module_iter
+from ..graph.api._graph_state import as_states, unbundle
+from ..graph.api._prefix import prefix as _graph_prefix
+from ..graph.state._diff_state import accepts_diff_state
+from ..graph.variables._variables import Variable
+from ..graph.walk._graph_mode import accepts_graph_keywords as _accepts_graph_keywords
+from ..graph.walk._graph_mode import get_graph_mode
+from .axes._specs import PREFIX_KEYWORDS, check_prefix_keywords
+from .lifted._autodiff import grad as _grad
+from .lifted._autodiff import value_and_grad as _value_and_grad
+from .lifted._control import cond as _cond
+from .lifted._control import fori_loop as _fori_loop
+from .lifted._control import switch as _switch
+from .lifted._control import while_loop as _while_loop
+from .lifted._eval_shape import eval_shape as _eval_shape
+from .lifted._jit import jit as _jit
+from .lifted._jit import jit_partial as _jit_partial
+from .lifted._pmap import pmap as _pmap
+from .lifted._remat import remat as _remat
+from .lifted._scan import scan as _scan
+from .lifted._shard_map import shard_map as _shard_map
+from .lifted._staging import checkify as _checkify
+from .lifted._vjp import jvp as _jvp
+from .lifted._vjp import vjp as _vjp
+from .lifted._vmap import vmap as _vmap
 
 
 def _kw(fn: Any, tree_check: str | None = None) -> Any:

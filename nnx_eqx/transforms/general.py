@@ -16,8 +16,8 @@ import inspect
 from collections import abc
 from typing import Any, TypeVar, overload
 
-from ..graph._contexts import update_context
-from ..graph._tree_form import clear_non_graph_nodes, from_tree, to_tree
+from ..graph.api._contexts import update_context
+from ..graph.api._tree_form import clear_non_graph_nodes, from_tree, to_tree
 
 _F = TypeVar("_F", bound=abc.Callable[..., Any])
 

@@ -6,13 +6,13 @@ A re-export namespace (see ``nnx_eqx/__init__.py``, "flax 0.12 import surface").
 
 from collections.abc import Callable
 
-from ._control import CondBranches, cond_branches
 from ._graph_keywords import checkify as checkify
 from ._graph_keywords import cond as cond
 from ._graph_keywords import eval_shape as eval_shape
 from ._graph_keywords import switch as switch
-from ._staging import make_jaxpr as make_jaxpr
 from .general import resolve_kwargs as resolve_kwargs
+from .lifted._control import CondBranches, cond_branches
+from .lifted._staging import make_jaxpr as make_jaxpr
 
 
 def _get_simple_cond_fn(f: Callable, graph: bool) -> CondBranches:
