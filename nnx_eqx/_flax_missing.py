@@ -251,7 +251,6 @@ MISSING: tuple[tuple[str, tuple[str, ...]], ...] = (
       "nnx_eqx.pytreelib:MutableArrayRepr",
       "nnx_eqx.pytreelib:OBJECT_CONTEXT",
       "nnx_eqx.pytreelib:ObjectContext",
-      "nnx_eqx.pytreelib:PytreeState",
       "nnx_eqx.pytreelib:VariableRepr",
       "nnx_eqx.summary:ArrayRepr",
       "nnx_eqx.summary:CallInfo",

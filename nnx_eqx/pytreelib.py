@@ -9,6 +9,7 @@ from .module._pytree import Object as Object
 from .module._pytree import ObjectMeta as ObjectMeta
 from .module._pytree import Pytree as Pytree
 from .module._pytree import PytreeMeta as PytreeMeta
+from .module._pytree import PytreeState as PytreeState
 from .module._pytree import check_pytree as check_pytree
 from .module._pytree import data as data
 from .module._pytree import dataclass as dataclass

@@ -181,6 +181,19 @@ def test_set_sow_capture_noop_sets_the_default():
     nnx.set_sow_capture_noop(1)
 
 
+def test_set_sow_capture_noop_sets_the_default_of_perturb():
+  class Foo(nnx.Module):
+    def __call__(self, x, capture_noop=None):
+      return 3 * self.perturb("p", x, capture_noop=capture_noop)
+
+  m = Foo()
+  with nnx.set_sow_capture_noop(True):
+    assert m(2.0) == 6.0 and not hasattr(m, "p")
+    y, perturbations = nnx.capture(m, nnx.Perturbation)(2.0)
+    assert y == 6.0 and perturbations["p"].value == 0.0 and not hasattr(m, "p")
+    assert m(2.0, capture_noop=False) == 6.0 and m.p.value == 0.0
+
+
 @pytest.mark.parametrize("which", ["cond", "switch"])
 def test_cond_and_switch_trace_a_branch_once(which):
   traces = []

@@ -46,6 +46,37 @@ def test_exclusions_mark_internal_and_linen_tests():
   assert marked.splitlines()[1].strip().startswith("@parity_excluded(")
 
 
+def test_tests_reading_pytree_state_are_not_excluded():
+  # nnx_eqx provides ``obj._pytree__state``; a test using it with the bridge stays excluded
+  src = (
+    "class T:\n"
+    "  def test_a(self):\n"
+    "    assert hasattr(foo, '_pytree__state')\n"
+    "  def test_b(self):\n"
+    "    foo._pytree__state.initializing\n"
+    "    nnx.bridge.lazy_init(foo)\n"
+  )
+  assert suite.exclusions(src, with_linen=True) == {4: suite.EXCLUDED_TOKENS["bridge."]}
+
+
+def test_shim_config_sets_the_nnx_eqx_settings():
+  import nnx_eqx as nnx
+
+  shim: dict = {}
+  exec(compile(suite.SHIM, "_parity_shim.py", "exec"), shim)
+  config = shim["config"]
+  setting = nnx.set_sow_capture_noop
+  old = setting.current_value()
+  try:
+    config.update("nnx_sow_capture_noop", not old)
+    assert setting.current_value() is (not old)
+    assert config._read("nnx_sow_capture_noop") is (not old)
+    assert config.nnx_sow_capture_noop is (not old)
+  finally:
+    config.update("nnx_sow_capture_noop", old)
+  assert setting.current_value() is old
+
+
 def test_summary_counts_only_tests_that_pass_with_flax():
   ours = {
     "a_test.py": {

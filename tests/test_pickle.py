@@ -11,6 +11,7 @@ import cloudpickle
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 import pytest
 from hypothesis import given
@@ -114,6 +115,41 @@ def test_graphdef_hash_is_rebuilt_in_another_process(tmp_path):
     other = pickle.load(f)
   local = nnx.graphdef(Block(nnx.Rngs(0)))
   assert other == local and hash(other) == hash(local)
+
+
+def test_cloudpickle_stores_a_module_class_defined_in_a_function(tmp_path):
+  # cloudpickle stores a class it cannot import by value; plain pickle loads it back,
+  # here and in a process where the class was never defined
+  class Model(nnx.Module):
+    def __init__(self, rngs):
+      self.linear = nnx.Linear(2, 8, rngs=rngs)
+      self.bn = nnx.BatchNorm(8, rngs=rngs)
+      self.dropout = nnx.Dropout(0.1, rngs=rngs)
+      self.linear_out = nnx.Linear(8, 3, rngs=rngs)
+
+    def __call__(self, x):
+      return self.linear_out(nnx.relu(self.dropout(self.bn(self.linear(x)))))
+
+  model = Model(nnx.Rngs(0))
+  model.eval()
+  x = jnp.ones((5, 2))
+  y = model(x)
+  path = tmp_path / "model.pkl"
+  path.write_bytes(cloudpickle.dumps(model))
+  loaded = pickle.loads(path.read_bytes())
+  assert isinstance(loaded, Model)
+  assert_trees_equal(loaded(x), y)
+  code = (
+    "import pickle, sys, numpy as np, jax.numpy as jnp;"
+    "m = pickle.load(open(sys.argv[1], 'rb'));"
+    "np.save(sys.argv[2], np.asarray(m(jnp.ones((5, 2)))))"
+  )
+  out = tmp_path / "y.npy"
+  env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+  subprocess.run(
+    [sys.executable, "-c", code, str(path), str(out)], check=True, env=env, timeout=120
+  )
+  assert_trees_equal(jnp.asarray(np.load(out)), y)
 
 
 @pytest.mark.parametrize("mod", PICKLERS)

@@ -26,6 +26,7 @@ from typing import Annotated, Any, TypeVar
 
 import jax
 
+from .. import reprlib
 from ..graph import _version
 from ..graph._errors import NnxError
 from ..graph.api import _functional as _graph
@@ -35,6 +36,7 @@ from ..graph.state._state import State
 from ..graph.tracing._traces import check_trace, current_trace
 from ..graph.walk import _node_types
 from ..graph.walk._pytree_nodes import is_generic_pytree, is_ref
+from ..tracers import TraceState
 
 A = TypeVar("A")
 T = TypeVar("T", bound=type)
@@ -403,6 +405,54 @@ def check_pytree(pytree: Any) -> None:
   _check_static_attributes(pytree)
 
 
+class PytreeState(reprlib.Representable):
+  """flax.nnx's record of a Pytree's bookkeeping, read as ``obj._pytree__state``.
+
+  ``trace_state`` is the :class:`~nnx_eqx.tracers.TraceState` of the JAX trace the
+  object belongs to (the trace it was created or rebuilt in): its ``is_valid()`` says
+  whether the object's attributes may be set now. ``initializing`` and ``is_setup``
+  are the flags flax's Linen bridge keeps for lazily initialised modules; nnx_eqx has
+  no such modules, so a Pytree's record has both False.
+
+  Example:
+    >>> import jax, nnx_eqx as nnx
+    >>> m = nnx.Module()
+    >>> state = m._pytree__state
+    >>> state.trace_state.is_valid(), state.initializing, state.is_setup
+    (True, False, False)
+    >>> inside = []
+    >>> _ = jax.jit(lambda: inside.append(m._pytree__state.trace_state.is_valid()))()
+    >>> inside
+    [False]
+  """
+
+  __slots__ = ("_trace_state", "_initializing", "_is_setup")
+
+  def __init__(self, initializing: bool = False, is_setup: bool = False):
+    self._trace_state = TraceState()
+    self._initializing = initializing
+    self._is_setup = is_setup
+
+  @property
+  def trace_state(self) -> TraceState:
+    """The JAX trace the object belongs to."""
+    return self._trace_state
+
+  @property
+  def initializing(self) -> bool:
+    """Whether a Linen-bridge module is being lazily initialised (False in nnx_eqx)."""
+    return self._initializing
+
+  @property
+  def is_setup(self) -> bool:
+    """Whether a Linen-bridge module has run its setup (False in nnx_eqx)."""
+    return self._is_setup
+
+  def __nnx_repr__(self):
+    yield reprlib.Object(type(self))
+    yield reprlib.Attr("trace_state", self._trace_state)
+
+
 class Pytree(metaclass=PytreeMeta):
   """flax 0.12's ``nnx.Pytree``: a mutable object that is a graph node and a JAX pytree.
 
@@ -504,6 +554,22 @@ class Pytree(metaclass=PytreeMeta):
     if marks and name in marks:
       d["_nnx_marks"] = {k: v for k, v in marks.items() if k != name}
     object.__delattr__(self, name)
+
+  @property
+  def _pytree__state(self) -> PytreeState:
+    """flax.nnx's bookkeeping record of the object (a :class:`PytreeState`): its
+    ``trace_state`` is the JAX trace the object belongs to, the trace that
+    setting an attribute is checked against. Built from the object each time;
+    changing it changes nothing.
+
+    Example:
+      >>> import nnx_eqx as nnx
+      >>> nnx.Module()._pytree__state.trace_state.is_valid()
+      True
+    """
+    state = PytreeState()
+    state.trace_state._jax_trace = self.__dict__.get("_nnx_trace", current_trace())
+    return state
 
   @property
   def _pytree__nodes(self) -> dict[str, bool]:

@@ -71,7 +71,6 @@ EXCLUDED_FILES = {
 # Tests whose source mentions one of these names are excluded, with the reason.
 EXCLUDED_TOKENS = {
   "bridge.": "Linen bridge",
-  "_pytree__state": "flax internal attribute (`_pytree__state`)",
 }
 LINEN_TOKEN = "linen"
 LINEN_REASON = "compares against flax.linen (run with --flax-site to include)"
