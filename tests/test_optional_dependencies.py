@@ -76,7 +76,7 @@ print(json.dumps({"tqdm": error_of(lambda: __import__("tqdm")), "numpy": numpy._
   assert out == {"tqdm": "ModuleNotFoundError: No module named 'tqdm'", "numpy": "numpy"}
 
 
-def test_testing_helpers_import_without_hypothesis():
+def test_testing_comparisons_import_without_hypothesis():
   out = seen(
     run_without(
       "hypothesis",

@@ -1,6 +1,6 @@
 """Testing utilities shipped for users: comparisons, retrace checks and hypothesis strategies.
 
-The comparison and retrace helpers need only nnx_eqx's own dependencies. The
+The comparison and retrace functions need only nnx_eqx's own dependencies. The
 hypothesis strategies (``arrays``, ``graphs``, ``eqx_models``, ``eqx_inputs``)
 need hypothesis, from the ``testing`` extra (``pip install 'nnx_eqx[testing]'``);
 without it, importing one of them raises an ImportError that says so.
