@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import nnx_eqx.testing
 from nnx_eqx._extras import OPTIONAL, missing_extra, require
 
 # Refuses the top-level packages named in argv[1] (comma-separated), as an
@@ -116,6 +117,30 @@ print(json.dumps({
   assert out["same_graph"] is True
   assert out["paths"] == ["('bias',)", "('kernel',)"]
   assert out["architectures"] > 0
+
+
+def test_introspecting_nnx_eqx_testing_works_without_hypothesis():
+  """help() and inspect.getmembers read every name dir() lists: the strategies are
+  listed only where hypothesis can be imported."""
+  out = seen(
+    run_without(
+      "hypothesis",
+      RECORD
+      + """
+import inspect, pydoc
+import nnx_eqx.testing as testing
+names = [n for n, _ in inspect.getmembers(testing)]
+print(json.dumps({
+  "listed": sorted(set(names) & {"graphs", "arrays", "eqx_models", "eqx_inputs"}),
+  "has_assert_trees_close": "assert_trees_close" in names,
+  "help_renders": "Testing utilities" in pydoc.render_doc(testing, renderer=pydoc.plaintext),
+}))
+""",
+    )
+  )
+  assert out == {"listed": [], "has_assert_trees_close": True, "help_renders": True}
+  # here hypothesis is installed: the strategies are listed
+  assert {"graphs", "arrays", "eqx_models", "eqx_inputs"} <= set(dir(nnx_eqx.testing))
 
 
 @pytest.mark.parametrize("name", ["graphs", "arrays", "eqx_models", "eqx_inputs"])

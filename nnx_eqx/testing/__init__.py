@@ -7,6 +7,7 @@ without it, importing one of them raises an ImportError that says so.
 """
 
 import importlib as _importlib
+import importlib.util as _importlib_util
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from .._extras import require as _require
@@ -61,7 +62,13 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-  return sorted({*globals(), *_STRATEGIES})
+  # the strategies only where they can be imported, so that tools which read every
+  # name dir() lists (help(), inspect.getmembers) work without hypothesis too
+  try:
+    importable = _importlib_util.find_spec("hypothesis") is not None
+  except ImportError:  # a finder that refuses it
+    importable = False
+  return sorted({*globals(), *(_STRATEGIES if importable else ())})
 
 
 # --- end hypothesis strategies ---
