@@ -254,7 +254,9 @@ def _check_extras(args: argparse.Namespace) -> None:
   for module in needed:
     try:
       require(module, "python -m nnx_eqx.demo" + (" --checkpoint" if "orbax" in module else ""))
-    except ImportError as e:
+    except ModuleNotFoundError:
+      raise  # installed but broken: the traceback names what is missing
+    except ImportError as e:  # not installed: the message names the extra
       raise SystemExit(str(e)) from None
 
 

@@ -274,3 +274,12 @@ def test_a_package_that_is_there_but_breaks_is_not_reported_as_missing():
     require("tqdm.no_such_module", "a caller")
   assert "nnx_eqx[" not in str(info.value)
   assert "nnx_eqx[demo]" in str(missing_extra("a caller", "tqdm", "demo"))
+
+
+def test_an_installed_but_broken_package_shows_what_it_lacks():
+  """scikit-learn is installed but cannot import scipy: that is not a missing extra,
+  and the traceback names scipy."""
+  proc = run_without("scipy", CLI, "--epochs", "1", "--no-progress")
+  assert proc.returncode == 1
+  assert "ModuleNotFoundError: No module named 'scipy'" in proc.stderr
+  assert "nnx_eqx[" not in proc.stderr
