@@ -1,6 +1,7 @@
 """The main job: train a small CNN on scikit-learn's 8x8 digits with ``nnx.jit`` + optax.
 
-Run ``python -m nnx_eqx.demo`` (``--help`` lists the options). The data set
+Run ``python -m nnx_eqx.demo`` (``--help`` lists the options) after installing
+the ``demo`` extra (``pip install -e '.[demo]'`` in a clone). The data set
 ships with scikit-learn (1,797 grey-scale 8x8 images of the digits 0-9), so
 nothing is downloaded. It is split 80/20 (stratified, seeded); the model is
 two ``Conv``/``BatchNorm``/``max_pool`` blocks, ``Dropout`` and a ``Linear``
@@ -31,6 +32,7 @@ import optax
 
 import nnx_eqx as nnx
 
+from ._extras import require
 from .bridge import _demo as _bridged
 
 NUM_CLASSES = 10
@@ -55,13 +57,13 @@ def load_data(seed: int = 0, test_fraction: float = 0.2) -> Data:
     ((1437, 8, 8, 1), (360, 8, 8, 1), 1.0)
   """
   # scikit-learn, tqdm and matplotlib come with the optional `demo` extra
-  from sklearn.datasets import load_digits
-  from sklearn.model_selection import train_test_split  # optional: the `demo` extra
+  datasets = require("sklearn.datasets", "nnx_eqx.demo.load_data")
+  model_selection = require("sklearn.model_selection", "nnx_eqx.demo.load_data")
 
-  digits = load_digits()
+  digits = datasets.load_digits()
   x = (digits.images / 16.0).astype(np.float32)[..., None]
   y = digits.target.astype(np.int32)
-  x_tr, x_te, y_tr, y_te = train_test_split(
+  x_tr, x_te, y_tr, y_te = model_selection.train_test_split(
     x, y, test_size=test_fraction, random_state=seed, stratify=y
   )
   return Data(x_tr, y_tr, x_te, y_te)
@@ -156,7 +158,7 @@ def train(
   steps (the last incomplete batch is dropped, so every step has one shape and
   compiles once) and evaluates on the test set.
   """
-  from tqdm.auto import tqdm  # optional: the `demo` extra
+  tqdm = require("tqdm.auto", "nnx_eqx.demo.train").tqdm
 
   optimizer = nnx.Optimizer(model, optax.adam(lr), wrt=nnx.Param)
   rng = np.random.default_rng(seed)
@@ -197,10 +199,8 @@ def train(
 
 def save_outputs(output: str | Path, history: list[dict[str, float]], summary: dict) -> None:
   """Writes ``metrics.json`` (summary and per-epoch history) and ``training.png``."""
-  import matplotlib  # optional: the `demo` extra
-
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # optional: the `demo` extra
+  require("matplotlib", "nnx_eqx.demo.save_outputs").use("Agg")
+  plt = require("matplotlib.pyplot", "nnx_eqx.demo.save_outputs")
 
   out = Path(output)
   out.mkdir(parents=True, exist_ok=True)
@@ -245,9 +245,31 @@ def make_parser() -> argparse.ArgumentParser:
   return p
 
 
+def _check_extras(args: argparse.Namespace) -> None:
+  """Exits before any work, naming the extra to install, if an optional package the
+  chosen options use is missing."""
+  needed = ["sklearn.datasets", "tqdm.auto"]
+  needed += ["matplotlib.pyplot"] if args.output else []
+  needed += ["orbax.checkpoint"] if args.checkpoint else []
+  for module in needed:
+    try:
+      require(module, "python -m nnx_eqx.demo" + (" --checkpoint" if "orbax" in module else ""))
+    except ModuleNotFoundError:
+      raise  # installed but broken: the traceback names what is missing
+    except ImportError as e:  # not installed: the message names the extra
+      raise SystemExit(str(e)) from None
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-  """Runs the demo; returns the summary (final test accuracy, wall time, ...)."""
+  """Runs the demo; returns the summary (final test accuracy, wall time, ...).
+
+  Raises:
+    SystemExit: an optional package the options use is missing (scikit-learn and
+      tqdm always, matplotlib for ``--output``: the ``demo`` extra; orbax-checkpoint
+      for ``--checkpoint``: the ``checkpoint`` extra); the message names the extra.
+  """
   args = make_parser().parse_args(argv)
+  _check_extras(args)
   start = time.perf_counter()
   data = load_data(args.seed)
   if args.from_eqx:

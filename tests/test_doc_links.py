@@ -29,7 +29,7 @@ links = _load("links")
 
 PAGES = sorted(
   {
-    ROOT / "README.md",
+    *ROOT.glob("*.md"),  # README, CHANGELOG, CONTRIBUTING
     *(ROOT / "docs").rglob("*.md"),
     *(ROOT / "benchmarks").rglob("*.md"),
     *(ROOT / "tests").rglob("*.md"),

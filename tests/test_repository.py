@@ -109,3 +109,63 @@ def test_the_python_versions_are_stated_alike():
   for page in (ROOT / "README.md", ROOT / "docs" / "guides" / "install.md"):
     text = " ".join(page.read_text().split())
     assert "Python 3.11 to 3.13" in text, page
+
+
+def _lower_bounds() -> dict[str, str]:
+  return dict(re.fullmatch(r"([\w.-]+)>=([\d.]+)", d).groups() for d in _project()["dependencies"])
+
+
+def test_the_floor_is_the_lowest_declared_versions_wherever_it_is_named():
+  """ "floor" means one stack: Python 3.11 with every dependency at the lower bound
+  ``pyproject.toml`` declares (what ``.ci/run`` installs as its lowest versions)."""
+  low = _lower_bounds()
+  row = next(
+    line
+    for line in (ROOT / "docs" / "guides" / "install.md").read_text().splitlines()
+    if line.startswith("| floor")
+  )
+  assert [c.strip() for c in row.strip("|").split("|")][1:] == [
+    "3.11",
+    low["jax"],
+    low["equinox"],
+    low["optax"],
+  ]
+  readme = " ".join((ROOT / "README.md").read_text().split())
+  floor = re.search(r"\* floor: ([^*]*)", readme)
+  assert floor, "README: no '* floor:' line"
+  for package in ("jax", "equinox", "optax"):
+    assert f"{package} {low[package]}" in floor.group(1), package
+  for page in (ROOT / "README.md", ROOT / "docs" / "guides" / "install.md"):
+    uses = re.findall(r"[^.\n]*\bfloors?\b[^.\n]*", page.read_text())
+    assert all("floors" not in u for u in uses), (page, uses)  # one stack, never two
+
+
+def test_citation_metadata_agree_with_pyproject():
+  yaml = pytest.importorskip("yaml")
+  cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+  project = _project()
+  assert cff["cff-version"] == "1.2.0"
+  assert {"cff-version", "message", "title", "authors"} <= set(cff)
+  assert cff["title"] == project["name"]
+  assert cff["version"] == project["version"]
+  assert cff["license"] == project["license"]
+  assert [a["name"] for a in cff["authors"]] == [a["name"] for a in project["authors"]]
+
+
+def test_the_changelog_has_a_section_for_the_current_version():
+  text = (ROOT / "CHANGELOG.md").read_text()
+  first = re.search(r"^## (.+)$", text, re.M)
+  assert first, "CHANGELOG.md has no version section"
+  section = text[first.start() : text.find("\n## ", first.end())]
+  version = _project()["version"]
+  released = first.group(1).startswith(f"[{version}]")
+  assert released or (first.group(1) == "[Unreleased]" and version in section), first.group(1)
+
+
+def test_project_files_for_contributors_exist_and_link_what_they_name():
+  contributing = (ROOT / "CONTRIBUTING.md").read_text()
+  for command in ("pytest", "ruff check", "ruff format --check", "mypy", "lint-imports"):
+    assert f"\n{command}" in contributing or f"`{command}" in contributing, command
+  for path in ("benchmarks/run_all.py", "tests/parity/flax_suite.py", "docs/architecture.md"):
+    assert path in contributing and (ROOT / path).exists(), path
+  assert "Python 3.11" in contributing and "3.13" in contributing

@@ -51,7 +51,10 @@ def public_names() -> dict[str, Any]:
   names = {}
   for ns in NAMESPACES:
     mod = importlib.import_module(ns)
-    for name, obj in list(vars(mod).items()):
+    # names a module imports on first use (its own __dir__ lists them, e.g. the
+    # hypothesis strategies of nnx_eqx.testing) count as well
+    lazy = {n: getattr(mod, n) for n in vars(mod).get("__dir__", list)() if n not in vars(mod)}
+    for name, obj in [*vars(mod).items(), *lazy.items()]:
       if name.startswith("_") or isinstance(obj, types.ModuleType):
         continue
       if isinstance(obj, __future__._Feature) or obj is getattr(typing, name, None):

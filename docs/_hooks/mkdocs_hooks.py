@@ -72,7 +72,8 @@ def on_config(config, **kwargs):
   # griffe cannot import; name it after the function the library defines.
   import nnx_eqx.testing
 
-  for name, obj in vars(nnx_eqx.testing).items():
+  for name in dir(nnx_eqx.testing):  # dir: the strategies are imported on first use
+    obj = getattr(nnx_eqx.testing, name)
     inner = inspect.unwrap(obj) if callable(obj) else obj
     if inner is not obj and "<locals>" in getattr(inner, "__qualname__", ""):
       inner.__module__, inner.__qualname__ = obj.__module__, name

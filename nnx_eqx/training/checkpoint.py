@@ -44,6 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import SingleDeviceSharding
 
+from .._extras import require
 from ..graph._errors import NnxError
 from ..graph.api._functional import is_graph_node, update
 from ..graph.api._functional import state as _state
@@ -65,13 +66,7 @@ class CheckpointExistsError(NnxError, FileExistsError):
 
 
 def _orbax():
-  try:
-    import orbax.checkpoint as ocp  # optional: the `checkpoint` extra
-  except ImportError as e:  # pragma: no cover - depends on the environment
-    raise ImportError(
-      "nnx_eqx.checkpoint needs orbax-checkpoint. Fix: pip install 'nnx_eqx[checkpoint]'."
-    ) from e
-  return ocp
+  return require("orbax.checkpoint", "nnx_eqx.checkpoint")  # optional: the `checkpoint` extra
 
 
 def _as_state(target: Any, what: str) -> State:
