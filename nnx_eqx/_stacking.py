@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .graph import _version
-from .graph._errors import GraphStructureError, fmt_path
+from .graph._errors import GraphStructureError, fmt_path, type_names
 from .graph.api._functional import iter_graph, merge, split
 from .graph.state._state import State
 from .graph.variables._variables import Variable
@@ -248,14 +248,15 @@ def _check_not_shared(modules: list) -> None:
         )
 
 
-def _describe(d: tuple) -> str:
-  """A GraphDef definition in words, for :func:`_first_difference`."""
+def _describe(d: tuple, name: str | None = None) -> str:
+  """A GraphDef definition in words, for :func:`_first_difference` (``name``: the
+  name to print for its type, see :func:`_describe_pair`)."""
   tag = d[0]
   if tag == NODE:
-    return f"a {d[1].__name__}"
+    return f"a {name or d[1].__name__}"
   if tag == VAR:
     md = d[3].value if d[3] else {}
-    return f"a {d[1].__name__}" + (f" with metadata {md}" if md else "")
+    return f"a {name or d[1].__name__}" + (f" with metadata {md}" if md else "")
   if tag == STATIC:
     return f"the static value {d[1].value!r}"
   if tag == REF:
@@ -263,10 +264,21 @@ def _describe(d: tuple) -> str:
   if tag == LEAF:
     return "an array"
   if tag == SEQ:
-    return f"a {d[1].__name__} of length {len(d[2])}"
+    return f"a {name or d[1].__name__} of length {len(d[2])}"
   if tag == MAP:
-    return f"a {getattr(d[1], '__name__', 'mapping')} with keys {[k for k, _ in d[2]]}"
+    return f"a {name or getattr(d[1], '__name__', 'mapping')} with keys {[k for k, _ in d[2]]}"
   return repr(d)  # pragma: no cover - every tag is named above
+
+
+def _describe_pair(a: tuple, b: tuple) -> tuple[str, str]:
+  """Both sides of a difference in words; two different types of one short name
+  (``nnx.Linear`` and ``nnx.bridge.Linear``) are printed by their public paths."""
+  ta, tb = a[1] if len(a) > 1 else None, b[1] if len(b) > 1 else None
+  if a[0] in (NODE, VAR, SEQ, MAP) and b[0] in (NODE, VAR, SEQ, MAP):
+    if isinstance(ta, type) and isinstance(tb, type):
+      na, nb = type_names(ta, tb)
+      return _describe(a, na), _describe(b, nb)
+  return _describe(a), _describe(b)
 
 
 def _children(d: tuple) -> dict | None:
@@ -288,7 +300,7 @@ def _first_difference(a: tuple, b: tuple) -> tuple[tuple, str, str] | None:
     ca, cb = _children(x), _children(y)
     if ca is None or cb is None or x[:2] != y[:2]:
       if x != y:
-        return path, _describe(x), _describe(y)
+        return (path, *_describe_pair(x, y))
       continue
     if x[0] == NODE and x[4] != y[4]:
       return path, f"{_describe(x)} with {x[4]!r}", f"{_describe(y)} with {y[4]!r}"

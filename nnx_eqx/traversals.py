@@ -140,7 +140,7 @@ def unflatten_mapping(xs: Any, /, *, sep: str | None = None) -> dict[Any, Any]:
     items = xs
   else:
     raise TypeError(
-      f"unflatten_mapping expects a Mapping or a sequence of (path, leaf), got {type(xs)}."
+      f"unflatten_mapping expects a Mapping or a sequence of (path, leaf), got {type(xs).__name__}."
     )
   out: dict[Any, Any] = {}
   for path, value in items:

@@ -188,3 +188,100 @@ def test_a_write_under_jax_vmap_shows_the_nnx_vmap_call_that_works():
   exec(shown.group(1), scope)  # noqa: S102 (the line the error shows, as shown)
   assert scope["y"].shape == (8, 3)
   assert int(model.counter.value) == 1  # the statistics were written back
+
+
+# -- types and markers as users write them ------------------------------------------
+def test_two_classes_of_one_short_name_are_printed_by_their_public_paths():
+  import equinox as eqx
+
+  native = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+  converted = nnx.from_eqx(eqx.nn.Linear(2, 3, key=jax.random.key(0)))
+  with pytest.raises(nnx.StackStructureError) as err:
+    nnx.stack([native, converted])
+  assert (
+    "differs from modules[0] at <root>: a nnx_eqx.bridge.Linear in modules[1],"
+    " a nnx_eqx.Linear in modules[0]."
+  ) in str(err.value)
+  with pytest.raises(nnx.StackStructureError, match=r"at <root>: a Conv in modules\[1\], a Lin"):
+    nnx.stack([native, nnx.Conv(2, 3, (3,), rngs=nnx.Rngs(0))])  # short names differ: kept
+
+
+def test_sow_names_both_variable_types_when_their_short_names_are_equal():
+  # a user type of the same short name as nnx.Intermediate
+  Intermediate = type("Intermediate", (nnx.Variable,), {"__module__": "mylib.vars"})
+  m = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+  m.z = Intermediate(jnp.zeros(1))
+  with pytest.raises(nnx.SowError, match="of type nnx_eqx.Intermediate, got mylib.vars.Inter"):
+    m.sow(nnx.Intermediate, "z", jnp.ones(1))
+  m.y = nnx.Param(jnp.zeros(1))
+  with pytest.raises(nnx.SowError, match="to be of type Intermediate, got Param"):
+    m.sow(nnx.Intermediate, "y", jnp.ones(1))
+
+
+def test_converter_clash_prints_public_paths_of_equinox_and_nnx_classes():
+  import equinox as eqx
+
+  with pytest.raises(nnx.bridge.ConverterClashError) as err:
+    nnx.bridge.register(eqx.nn.Linear, nnx.Linear, to_nnx=lambda m, ctx: None)
+  msg = str(err.value)
+  assert "The Equinox type equinox.nn.Linear already has a converter" in msg
+  assert "equinox.nn.Linear <-> nnx_eqx.bridge.Linear" in msg
+  assert "cannot also register equinox.nn.Linear <-> nnx_eqx.Linear" in msg
+
+
+_PRIVATE = __import__("re").compile(r"<class |\b(nnx_eqx|equinox|jax)(\.\w+)*\._\w")
+
+
+def _raised(fn) -> str:
+  try:
+    fn()
+  except Exception as e:  # noqa: BLE001 (any error: its message is checked)
+    return str(e)
+  raise AssertionError(f"{fn} raised nothing")
+
+
+def test_error_messages_print_no_private_module_path_or_class_repr():
+  import equinox as eqx
+
+  m = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+  converted = nnx.from_eqx(eqx.nn.Linear(2, 3, key=jax.random.key(0)))
+  triggers = [
+    lambda: nnx.scan(lambda c, x: (c, x), in_axes=(0, 0)),
+    lambda: nnx.scan(lambda c: c, out_axes=0),
+    lambda: nnx.scan(lambda c, x: (c, x), in_axes=(nnx.Carry, nnx.Carry)),
+    lambda: nnx.scan(lambda c: c, in_axes=nnx.Carry, out_axes=(nnx.Carry, None)),
+    lambda: nnx.vmap(lambda m: m, in_axes=(nnx.Carry,))(m),
+    lambda: nnx.split(m, ..., nnx.Param),
+    lambda: nnx.prefix(m, {nnx.BatchStat: 0}),
+    lambda: nnx.stack([m, converted]),
+    lambda: nnx.bridge.register(eqx.nn.Linear, nnx.Linear, to_nnx=lambda m, ctx: None),
+    lambda: nnx.StateAxes({nnx.BatchStat: 0}).axis_for(("kernel",), m.kernel, "in_axes"),
+    lambda: converted(jnp.ones((4, 2))),
+  ]
+  for fn in triggers:
+    msg = _raised(fn)
+    assert not _PRIVATE.search(msg), msg
+
+
+def test_axis_markers_print_as_users_write_them():
+  assert repr(nnx.Carry) == "nnx.Carry"
+  assert repr((nnx.Carry, 0)) == "(nnx.Carry, 0)"
+  axes = nnx.StateAxes({nnx.Param: nnx.Carry, ...: None})
+  assert repr(axes) == "nnx.StateAxes({Param: nnx.Carry, ...: None})"
+  assert not _PRIVATE.search(repr(axes))
+  import pickle
+
+  assert pickle.loads(pickle.dumps(nnx.Carry)) is nnx.Carry
+
+
+def test_scan_names_the_default_out_axes_the_user_did_not_pass():
+  with pytest.raises(nnx.AxisSpecError) as err:
+    nnx.scan(lambda c, x: (c, x), in_axes=(0, 0))
+  assert str(err.value) == (
+    "nnx.scan: If one of in_axes or out_axes has Carry, the other must also have Carry:"
+    " out_axes has nnx.Carry and in_axes has none (got in_axes=(0, 0); out_axes not passed,"
+    " so its default (nnx.Carry, 0)). Fix: pass out_axes too: out_axes=0 (no carry), or"
+    " in_axes=(nnx.Carry, 0), out_axes=(nnx.Carry, 0)."
+  )
+  with pytest.raises(nnx.AxisSpecError, match=r"got in_axes=\(nnx\.Carry, 0\); out_axes=0\)"):
+    nnx.scan(lambda c, x: (c, x), in_axes=(nnx.Carry, 0), out_axes=0)

@@ -200,7 +200,7 @@ def test_inconsistent_sizes_and_bad_prefix():
     nnx.vmap(lambda m, x: m(x), in_axes=(PARAMS_0, 0))(m, jnp.ones((4, 2)))
   with pytest.raises(nnx.AxisSpecError, match="3 entries but the function got 2"):
     nnx.vmap(lambda m, x: m(x), in_axes=(0, 0, 0))(m, jnp.ones((3, 2)))
-  with pytest.raises(nnx.AxisSpecError, match=r"no filter of StateAxes"):
+  with pytest.raises(nnx.AxisSpecError, match=r"no filter of nnx\.StateAxes"):
     nnx.vmap(lambda m, x: m(x), in_axes=(nnx.StateAxes({nnx.Param: 0}), 0))(m, jnp.ones((3, 2)))
 
 

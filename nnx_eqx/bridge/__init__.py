@@ -22,6 +22,8 @@ from .layers._converters import Layout as Layout
 from ._errors import BridgeError as BridgeError
 from ._errors import ConverterClashError as ConverterClashError
 from ._errors import CycleError as CycleError
+from ._errors import ExampleShapeError as ExampleShapeError
+from ._errors import ExplicitShardingError as ExplicitShardingError
 from ._errors import MissingKeyError as MissingKeyError
 from ._errors import MissingStateError as MissingStateError
 from ._errors import SharedConversionError as SharedConversionError

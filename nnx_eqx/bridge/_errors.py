@@ -12,7 +12,8 @@ from typing import Any
 import jax.tree_util as jtu
 
 from ..graph._errors import NnxError
-from ..nn._common import MissingRngsError
+from ..nn._common import InputShapeError, MissingRngsError
+from ..spmd import ShardingError
 
 
 def fmt_path(path: tuple) -> str:
@@ -102,4 +103,115 @@ class MissingKeyError(BridgeError, MissingRngsError, RuntimeError):
       " convert with `nnx.from_eqx(eqx_model, rngs=nnx.Rngs(dropout=0))` (each"
       " Dropout keeps a stream) or call `model(x, rngs=nnx.Rngs(dropout=0))`. For"
       " inference, use `model.eval()` or `eqx.nn.inference_mode(model)`."
+    )
+
+
+class ExampleShapeError(BridgeError, InputShapeError):
+  """A layer converted from Equinox (``nnx.bridge.Linear``, ``Conv``, ``MLP``,
+  ``Embedding``, the norms, ``MultiheadAttention``, the cells) got an input that
+  is not one example of the shape it takes. Equinox layers are unbatched: a batch
+  goes through ``jax.vmap(model)(x)`` (or ``eqx.filter_vmap``; ``nnx.vmap`` for a
+  model that updates state), not ``model(x)``. Raised while tracing, from the
+  static shapes, before JAX's own (``dot_general requires contracting dimensions
+  to have the same shape``) would be; a call that works compiles to the same program.
+
+  ``path`` holds the layer's position below the converted module that was
+  called (bridge containers add their part as the error passes through them).
+
+  Example:
+    >>> import equinox as eqx, jax, jax.numpy as jnp, nnx_eqx as nnx
+    >>> m = nnx.from_eqx(eqx.nn.MLP(4, 2, 8, depth=2, key=jax.random.key(0)))
+    >>> try:
+    ...   m(jnp.ones((32, 4)))
+    ... except nnx.bridge.ExampleShapeError as e:
+    ...   print(str(e).split(":")[0], e.got, e.expected, "`jax.vmap(model)(x)`" in str(e))
+    nnx.bridge.MLP (from eqx.nn.MLP) (32, 4) (4,) True
+    >>> jax.vmap(m)(jnp.ones((32, 4))).shape
+    (32, 2)
+  """
+
+  def __init__(
+    self, layer: str, arg: str, expected: Any, got: tuple, path: tuple = (), rank: int | None = None
+  ):
+    self.layer, self.arg, self.expected, self.got = layer, arg, expected, tuple(got)
+    self.path = tuple(path)
+    # ``expected``: a shape, or its description (then ``rank`` is an example's rank)
+    self.rank = len(expected) if isinstance(expected, tuple) else rank
+    super().__init__(self._message())
+
+  def add_parent(self, *keys: Any) -> None:
+    """Prefixes ``path`` with the keys of the container the error passed through."""
+    self.path = (*keys, *self.path)
+    self.args = (self._message(),)
+
+  def _message(self) -> str:
+    where = f" at {fmt_path(self.path)}" if self.path else ""
+    exp, got, rank = self.expected, self.got, self.rank
+    batched = rank is not None and len(got) > rank
+    if isinstance(exp, tuple):
+      batched = batched and got[len(got) - len(exp) :] == exp
+    head = (
+      f"{self.layer}{where}: input `{self.arg}` has shape {got}, but the layer takes one"
+      f" example of shape {exp}"
+    )
+    if batched:
+      n = "x".join(str(d) for d in got[: len(got) - (rank or 0)])
+      return (
+        f"{head}; this looks like a batch of {n}. Fix: map the model over the batch:"
+        " `jax.vmap(model)(x)` (or `eqx.filter_vmap(model)(x)`; `nnx.vmap` if the model"
+        " updates state)."
+      )
+    return (
+      f"{head}. Fix: pass one example of that shape (a batch goes through"
+      " `jax.vmap(model)(x)`), or convert a layer built for this shape."
+    )
+
+
+class ExplicitShardingError(BridgeError, ShardingError):
+  """JAX refused to shard the equations of a layer converted from Equinox
+  (``jax``'s ``ShardingTypeError``, chained as ``__cause__``), e.g. ``Contracting
+  dimensions are sharded and it is ambiguous how the output should be sharded``.
+
+  The mesh has *Explicit* axes (what ``jax.make_mesh`` makes by default since jax
+  0.12): a sharding is part of each array's type and every operation must be able
+  to name its output's sharding. Equinox's equations (``weight @ x``, a
+  convolution) take no ``out_sharding``, so an operation that contracts over a
+  sharded axis has none. The message names the layer (its path below the
+  converted module that was called) and the mesh's axes.
+
+  Fix: make the mesh with automatic axes, ``jax.make_mesh(shape, names,
+  axis_types=(jax.sharding.AxisType.Auto,) * len(names))``, where XLA's
+  partitioner decides how each operation is split; or keep Explicit axes and
+  reshard the input so that no contracting axis is sharded
+  (``jax.sharding.reshard(x, P(...))``), or call a layer that takes
+  ``out_sharding``.
+  """
+
+  def __init__(self, layer: str, mesh: Any, cause: BaseException, path: tuple = ()):
+    self.layer, self.mesh, self.cause, self.path = layer, mesh, cause, tuple(path)
+    super().__init__(self._message())
+
+  def add_parent(self, *keys: Any) -> None:
+    """Prefixes ``path`` with the keys of the container the error passed through."""
+    self.path = (*keys, *self.path)
+    self.args = (self._message(),)
+
+  def _message(self) -> str:
+    where = f" at {fmt_path(self.path)}" if self.path else ""
+    mesh = self.mesh
+    if mesh is not None:
+      names = tuple(mesh.axis_names)
+      explicit = [n for n, t in zip(names, mesh.axis_types) if t.name == "Explicit"]
+      axes = f"the mesh's axes {', '.join(map(repr, explicit))} are Explicit"
+      n = str(len(names))
+    else:
+      axes, n = "the mesh's axes are Explicit", "n"
+    cause = str(self.cause).split(". ")[0]
+    return (
+      f"{self.layer}{where}: JAX cannot shard this layer's equations ({cause}):"
+      f" {axes}, jax.make_mesh's default, so every operation must name its output's"
+      " sharding, and Equinox's equations take no out_sharding. Fix: make the mesh with"
+      " automatic axes, `jax.make_mesh(shape, names, axis_types=(jax.sharding.AxisType.Auto,)"
+      f" * {n})`, so that XLA decides how each operation is split; or reshard the input"
+      " so that no contracted axis is sharded (`jax.sharding.reshard(x, P(...))`)."
     )

@@ -11,6 +11,8 @@ expected and what was found, and say how to fix it.
 
 from __future__ import annotations
 
+import sys
+
 
 class NnxError(Exception):
   """Base class of every exception raised by nnx_eqx."""
@@ -166,3 +168,54 @@ class ModeFlagError(NnxError, TypeError):
 def fmt_path(path: tuple) -> str:
   """``('a', 0, 'b')`` -> ``'a/0/b'`` (``'<root>'`` for the empty path)."""
   return "/".join(map(str, path)) or "<root>"
+
+
+def _is_private(module: str) -> bool:
+  return any(part.startswith("_") for part in module.split("."))
+
+
+def public_name(cls: type) -> str:
+  """The path a user imports ``cls`` from: the shortest public module (no part
+  starting with ``_``) on the way to ``cls.__module__`` that exports it under its
+  name (``nnx_eqx.Linear``, ``nnx_eqx.bridge.Linear``, ``equinox.nn.Linear``),
+  else ``cls.__module__`` and ``cls.__qualname__`` as they are.
+
+  Example:
+    >>> import equinox as eqx, nnx_eqx as nnx
+    >>> from nnx_eqx.graph._errors import public_name
+    >>> public_name(nnx.bridge.Linear), public_name(eqx.nn.Linear)
+    ('nnx_eqx.bridge.Linear', 'equinox.nn.Linear')
+  """
+  module = str(getattr(cls, "__module__", None) or "")
+  qualname = str(getattr(cls, "__qualname__", None) or getattr(cls, "__name__", repr(cls)))
+  parts = module.split(".")
+  for i in range(1, len(parts) + 1):
+    prefix = ".".join(parts[:i])
+    if _is_private(prefix):
+      break
+    found = sys.modules.get(prefix)
+    for attr in qualname.split("."):
+      found = getattr(found, attr, None)
+    if found is cls:
+      return f"{prefix}.{qualname}"
+  return f"{module}.{qualname}" if module else qualname
+
+
+def type_names(*types: type) -> list[str]:
+  """The names to print for ``types`` compared in one message: each short name
+  (``__name__``), or, where two different types share one, the :func:`public_name`
+  of each (``a Linear`` against ``a Linear`` would not say what differs).
+
+  Example:
+    >>> import nnx_eqx as nnx
+    >>> from nnx_eqx.graph._errors import type_names
+    >>> type_names(nnx.Linear, nnx.Conv)
+    ['Linear', 'Conv']
+    >>> type_names(nnx.Linear, nnx.bridge.Linear)
+    ['nnx_eqx.Linear', 'nnx_eqx.bridge.Linear']
+  """
+  short = [getattr(t, "__name__", repr(t)) for t in types]
+  clash = {
+    s for s, t in zip(short, types) if any(s == s2 and t is not t2 for s2, t2 in zip(short, types))
+  }
+  return [public_name(t) if s in clash else s for s, t in zip(short, types)]

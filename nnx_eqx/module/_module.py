@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import jax
 import jax.numpy as jnp
 
-from ..graph._errors import NnxError, UnknownAttributeError
+from ..graph._errors import NnxError, UnknownAttributeError, type_names
 from ..graph.api import _functional as _graph
 from ..graph.pytree._flags import INFERENCE
 from ..graph.state._filters import Filter, to_predicate
@@ -158,9 +158,9 @@ class Module(Pytree):
     elif isinstance(current, variable_type):
       current.value = reduce_fn(current.value, value)
     else:
-      got = type(current).__name__
+      want, got = type_names(variable_type, type(current))
       expected = (
-        f"to be of type {variable_type.__name__}, got {got}"
+        f"to be of type {want}, got {got}"
         if isinstance(current, Variable)
         else f"to be a Variable, got {got}"
       )
@@ -218,9 +218,10 @@ class Module(Pytree):
       setattr(self, name, variable_type(jax.tree.map(jnp.zeros_like, value)))
       current = self.__dict__[name]
     elif not isinstance(current, variable_type):
+      want, got = type_names(variable_type, type(current))
       raise SowError(
         f"perturb: expected attribute {name!r} of {type(self).__name__} to be a"
-        f" {variable_type.__name__}, got {type(current).__name__}. Fix: perturb under"
+        f" {want}, got {got}. Fix: perturb under"
         " another name."
       )
     return jax.tree.map(jnp.add, current.value, value)

@@ -21,7 +21,7 @@ import optax
 from ..graph._errors import StateMismatchError
 from ..graph.api import _functional as _graph
 from ..graph.api._graph_state import GraphState
-from ..graph.state._filters import Filter
+from ..graph.state._filters import Filter, filter_name
 from ..graph.state._state import State
 from ..graph.variables._variables import Param, Variable
 from ..graph.walk._graph_mode import resolve
@@ -289,7 +289,7 @@ class Optimizer(Module):
       shown = ", ".join(_fmt(p) for p in missing[:8])
       raise StateMismatchError(
         f"Optimizer.update: grads lack the paths {shown} of the optimized Variables"
-        f" (wrt={self.wrt!r}). Fix: compute the grads with the same filter, e.g."
+        f" (wrt={filter_name(self.wrt)}). Fix: compute the grads with the same filter, e.g."
         " `nnx.grad(loss_fn, wrt=<the optimizer's wrt>)(model)`."
       )
     params = State.from_flat_path({p: _value(v) for p, v in flat.items()})

@@ -12,8 +12,10 @@ import jax.random as jr
 
 from ...module._module import Module
 from ...module._rngs import Rngs, RngStream
+from .._errors import ExampleShapeError
 from ..convert._random import draw_key, dropout_active, resolve_inference
 from ._layers import Dropout
+from ._sharding import sharding_errors
 
 
 def _weights(query: jax.Array, key_: jax.Array, mask: Any) -> jax.Array:
@@ -61,6 +63,10 @@ class MultiheadAttention(Module):
     use_query_bias, use_key_bias, use_value_bias, use_output_bias: as Equinox.
 
   Raises:
+    ExampleShapeError: ``query``, ``key_`` or ``value`` is not one sequence
+      ``(seq_length, features)`` (a batch needs ``jax.vmap``, as in Equinox).
+    ExplicitShardingError: JAX cannot shard the attention's equations on a
+      mesh with Explicit axes.
     ValueError: for key/value sequences of different lengths, a mask of the
       wrong shape, or ``process_heads`` that changes shapes.
     MissingKeyError: the dropout is active and there is no key, ``rngs`` or stream.
@@ -104,9 +110,20 @@ class MultiheadAttention(Module):
     process_heads: Any = None,
     rngs: Rngs | RngStream | jax.Array | None = None,
   ) -> jax.Array:
-    with jax.named_scope("bridge.MultiheadAttention"):
+    layer = "nnx.bridge.MultiheadAttention (from eqx.nn.MultiheadAttention)"
+    with (
+      jax.named_scope("bridge.MultiheadAttention"),
+      sharding_errors(layer, query, key_, value, self),
+    ):
       if deterministic is not None:
         inference = deterministic
+      for arg, x, size in (
+        ("query", query, self.query_size),
+        ("key_", key_, self.key_size),
+        ("value", value, self.value_size),
+      ):
+        if jnp.ndim(x) != 2 or jnp.shape(x)[-1] != size:
+          raise ExampleShapeError(layer, arg, f"(seq_length, {size})", jnp.shape(x), rank=2)
       q_len, _ = query.shape
       kv_len, _ = key_.shape
       if value.shape[0] != kv_len:

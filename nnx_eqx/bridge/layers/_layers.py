@@ -25,8 +25,9 @@ from ...module._module import Module
 from ...module._pytree import Data
 from ...module._rngs import Rngs, RngStream
 from ...nn._common import read
-from .._errors import MissingKeyError
+from .._errors import ExampleShapeError, ExplicitShardingError, MissingKeyError
 from ..convert._random import draw_key, dropout_active, resolve_inference
+from ._sharding import sharding_errors
 
 
 def equinox_name(attr: str) -> property:
@@ -41,6 +42,42 @@ def equinox_name(attr: str) -> property:
     setattr(self, attr, value)
 
   return property(get, set_, doc=f"Equinox's name for ``{attr}`` (the same object).")
+
+
+def check_example(layer: str, arg: str, x: Any, expected: tuple) -> None:
+  """Raises unless ``x`` has the shape of one example, ``expected``.
+
+  A check on static shapes while tracing: it adds no operation to the program.
+
+  Raises:
+    ExampleShapeError: naming ``layer``, ``arg``, both shapes and the fix
+      (``jax.vmap`` for what looks like a batch).
+  """
+  got = tuple(jnp.shape(x))
+  if got != tuple(expected):
+    raise ExampleShapeError(layer, arg, tuple(expected), got)
+
+
+def _matmul_fails(shape: tuple, n: int) -> bool:
+  """Whether ``weight @ x`` fails for ``weight`` of shape ``(_, n)`` and ``x`` of
+  ``shape`` (Equinox's own equations accept any ``x`` it does not fail on)."""
+  if len(shape) == 0:
+    return True
+  return shape[0] != n if len(shape) == 1 else shape[-2] != n
+
+
+def check_linear_input(layer: str, x: Any, in_features: int | str) -> None:
+  """The input check of ``eqx.nn.Linear``'s equations (and ``MLP``'s): ``()`` for
+  ``"scalar"``, else an ``x`` that ``weight @ x`` accepts, as Equinox runs it.
+
+  Raises:
+    ExampleShapeError: ``x`` is not one example (see :func:`check_example`).
+  """
+  shape = tuple(jnp.shape(x))
+  if in_features == "scalar":
+    check_example(layer, "x", x, ())
+  elif _matmul_fails(shape, int(in_features)):
+    raise ExampleShapeError(layer, "x", (int(in_features),), shape)
 
 
 class Linear(Module):
@@ -63,7 +100,10 @@ class Linear(Module):
     use_bias: whether there is a bias.
 
   Raises:
-    ValueError: ``in_features="scalar"`` and ``x`` is not a scalar.
+    ExampleShapeError: ``x`` is not one example (``(in_features,)``, or ``()``
+      for ``in_features="scalar"``): a batch needs ``jax.vmap``, as in Equinox.
+    ExplicitShardingError: JAX cannot shard ``weight @ x`` on a mesh with
+      Explicit axes (e.g. both contracted axes sharded).
 
   Example:
     >>> import equinox as eqx, jax, jax.numpy as jnp, nnx_eqx as nnx
@@ -82,10 +122,10 @@ class Linear(Module):
   use_bias: bool
 
   def __call__(self, x: jax.Array, *, key: Any = None) -> jax.Array:
-    with jax.named_scope("bridge.Linear"):
+    layer = "nnx.bridge.Linear (from eqx.nn.Linear)"
+    with jax.named_scope("bridge.Linear"), sharding_errors(layer, x, self):
+      check_linear_input(layer, x, self.in_features)
       if self.in_features == "scalar":
-        if jnp.shape(x) != ():
-          raise ValueError(f"x must have scalar shape, got {jnp.shape(x)}")
         x = jnp.broadcast_to(x, (1,))
       y = read(self.weight) @ x
       if self.bias is not None:
@@ -123,7 +163,10 @@ class Conv(Module):
       to 0 there, not ``'SAME'`` as in ``nnx.Conv``).
 
   Raises:
-    ValueError: if ``x`` does not have rank ``num_spatial_dims + 1``.
+    ExampleShapeError: ``x`` is not one example ``(in_channels, *spatial)``
+      (a batch needs ``jax.vmap``, as in Equinox).
+    ExplicitShardingError: JAX cannot shard the convolution on a mesh with
+      Explicit axes.
 
   Example:
     >>> import equinox as eqx, jax, jax.numpy as jnp, nnx_eqx as nnx
@@ -146,12 +189,12 @@ class Conv(Module):
   padding_mode: str
 
   def __call__(self, x: jax.Array, *, key: Any = None) -> jax.Array:
-    with jax.named_scope("bridge.Conv"):
-      n = self.num_spatial_dims
-      if x.ndim != n + 1:
-        raise ValueError(
-          f"Input to `Conv` needs to have rank {n + 1}, but input has shape {x.shape}."
-        )
+    n = self.num_spatial_dims
+    layer = f"nnx.bridge.Conv (from eqx.nn.Conv{n}d)"
+    with jax.named_scope("bridge.Conv"), sharding_errors(layer, x, self):
+      if x.ndim != n + 1 or x.shape[0] != self.in_channels:
+        want = f"({self.in_channels}, *spatial), {n} spatial axes"
+        raise ExampleShapeError(layer, "x", want, x.shape, rank=n + 1)
       x, padding = _conv_padding(self, x)
       # expand_dims/squeeze as Equinox writes them: older jax lowers x[None]/y[0] otherwise
       y = lax.conv_general_dilated(
@@ -176,7 +219,7 @@ class Embedding(Module):
       (Equinox's ``weight``).
 
   Raises:
-    ValueError: if ``x`` is not a scalar (use ``jax.vmap``, as in Equinox).
+    ExampleShapeError: ``x`` is not a scalar (use ``jax.vmap``, as in Equinox).
 
   Example:
     >>> import equinox as eqx, jax, jax.numpy as jnp, nnx_eqx as nnx
@@ -192,11 +235,7 @@ class Embedding(Module):
 
   def __call__(self, x: Any, *, key: Any = None) -> jax.Array:
     with jax.named_scope("bridge.Embedding"):
-      if jnp.shape(x) != ():
-        raise ValueError(
-          "`Embedding()(x)` should be called with a scalar index `x`. Use `jax.vmap`"
-          " if you would like to index with multiple values."
-        )
+      check_example("nnx.bridge.Embedding (from eqx.nn.Embedding)", "x", x, ())
       return read(self.embedding)[x]
 
 
@@ -329,6 +368,10 @@ class Sequential(Module):
     NnxError: ``state`` is an ``eqx.nn.State`` (a stateful layer's state lives
       in its Variables; pass a placeholder such as None).
     MissingKeyError: a Dropout in training mode gets no key (its path is named).
+    ExampleShapeError: a layer gets an input that is not one example (its
+      path is named).
+    ExplicitShardingError: JAX cannot shard a layer's equations on a mesh with
+      Explicit axes (its path is named).
 
   Example:
     >>> import equinox as eqx, jax, jax.numpy as jnp, nnx_eqx as nnx
@@ -363,7 +406,7 @@ class Sequential(Module):
             state = state if state is NO_STATE else new_state
           else:
             x = layer(x, **kw)
-        except MissingKeyError as err:
+        except (MissingKeyError, ExampleShapeError, ExplicitShardingError) as err:
           err.add_parent("layers", i)
           raise
       return x if state is NO_STATE else (x, state)
@@ -446,6 +489,16 @@ class Pool(Module):
       return y
 
 
+def _in_layer(layer: Any, i: int, x: jax.Array) -> jax.Array:
+  """``layer(x)`` for the ``i``-th layer of an MLP; an error naming a layer's path
+  gains ``layers[i]``."""
+  try:
+    return layer(x)
+  except (ExampleShapeError, ExplicitShardingError) as err:
+    err.add_parent("layers", i)
+    raise
+
+
 class MLP(Module):
   """``eqx.nn.MLP``: Linear layers with ``activation`` between them.
 
@@ -453,6 +506,12 @@ class MLP(Module):
     layers: a tuple of :class:`nnx.bridge.Linear` (Equinox's layout).
     activation, final_activation: applied elementwise (``jax.vmap``), as Equinox.
     in_size, out_size, width_size, depth, use_bias, use_final_bias: as Equinox.
+
+  Raises:
+    ExampleShapeError: ``x`` is not one example (``(in_size,)``): a batch
+      needs ``jax.vmap``, as in Equinox.
+    ExplicitShardingError: JAX cannot shard a layer's equations on a mesh with
+      Explicit axes (the layer's path is named).
 
   Example:
     >>> import equinox as eqx, jax, jax.numpy as jnp, nnx_eqx as nnx
@@ -473,11 +532,12 @@ class MLP(Module):
 
   def __call__(self, x: jax.Array, *, key: Any = None) -> jax.Array:
     with jax.named_scope("bridge.MLP"):
+      check_linear_input("nnx.bridge.MLP (from eqx.nn.MLP)", x, self.in_size)
       if self.depth == 0:  # Equinox applies no final activation then
-        return self.layers[0](x)
-      for layer in self.layers[:-1]:
-        x = jax.vmap(self.activation)(layer(x))
-      x = self.layers[-1](x)
+        return _in_layer(self.layers[0], 0, x)
+      for i, layer in enumerate(self.layers[:-1]):
+        x = jax.vmap(self.activation)(_in_layer(layer, i, x))
+      x = _in_layer(self.layers[-1], len(self.layers) - 1, x)
       if self.out_size == "scalar":
         return self.final_activation(x)
       return jax.vmap(self.final_activation)(x)

@@ -12,8 +12,9 @@ from ...graph.variables._variables import BatchStat, Param
 from ...module._module import Module
 from ...module._pytree import Data
 from ...nn._common import read
+from .._errors import ExampleShapeError
 from ..convert._generic import check_placeholder
-from ._layers import NO_STATE, equinox_name
+from ._layers import NO_STATE, check_example, equinox_name
 
 
 def _compute_dtype(x: jax.Array):
@@ -31,11 +32,7 @@ def _affine(m: Any, out: jax.Array, dtype: Any) -> jax.Array:
 
 
 def _check_shape(name: str, shape: tuple, x: jax.Array) -> None:
-  if x.shape != shape:
-    raise ValueError(
-      f"`{name}(shape)(x)` must satisfy `shape == x.shape`; received shape={shape} and"
-      f" x.shape={x.shape}. You might need `jax.vmap`, as with Equinox."
-    )
+  check_example(f"nnx.bridge.{name} (from eqx.nn.{name})", "x", x, tuple(shape))
 
 
 def _out(y: jax.Array, state: Any, where: str) -> Any:
@@ -55,7 +52,7 @@ class LayerNorm(Module):
       there, 1e-6 in ``nnx.LayerNorm``; the converted value is kept).
 
   Raises:
-    ValueError: ``x.shape != shape`` (as Equinox; use ``jax.vmap`` for batches).
+    ExampleShapeError: ``x.shape != shape`` (as Equinox; use ``jax.vmap`` for batches).
     NnxError: ``state`` is an ``eqx.nn.State`` (pass a placeholder such as None).
 
   Example:
@@ -95,7 +92,7 @@ class RMSNorm(Module):
     shape, eps, use_weight, use_bias: as in Equinox.
 
   Raises:
-    ValueError: ``x.shape != shape`` (as Equinox; use ``jax.vmap`` for batches).
+    ExampleShapeError: ``x.shape != shape`` (as Equinox; use ``jax.vmap`` for batches).
     NnxError: ``state`` is an ``eqx.nn.State`` (pass a placeholder such as None).
 
   Example:
@@ -146,6 +143,7 @@ class BatchNorm(Module):
     axis_name, input_size, eps, channelwise_affine, momentum, mode: as Equinox.
 
   Raises:
+    ExampleShapeError: ``x`` is not one example ``(input_size, *spatial)``.
     NameError: called outside a ``vmap`` with ``axis_name`` (from ``lax.pmean``).
     TraceContextError: called in training mode under plain ``jax.vmap`` (the
       statistics cannot be written back; use ``nnx.vmap``).
@@ -186,6 +184,14 @@ class BatchNorm(Module):
       if inference is None:
         inference = self.use_running_average
       axis_name = self.axis_name
+      if jnp.ndim(x) == 0 or jnp.shape(x)[0] != self.input_size:
+        raise ExampleShapeError(
+          "nnx.bridge.BatchNorm (from eqx.nn.BatchNorm)",
+          "x",
+          f"({self.input_size}, *spatial)",
+          jnp.shape(x),
+          rank=jnp.ndim(x) - 1 if jnp.ndim(x) > 1 and jnp.shape(x)[1] == self.input_size else None,
+        )
 
       def stats(y):
         mean = lax.pmean(jnp.mean(y), axis_name)

@@ -15,6 +15,8 @@ import jax.numpy as jnp
 
 from ...graph.variables._variables import Param
 from ...module._module import Module
+from ._layers import check_example
+from ._sharding import sharding_errors
 
 
 class GRUCell(Module):
@@ -25,6 +27,12 @@ class GRUCell(Module):
     weight_hh: ``Param`` ``(3 * hidden_size, hidden_size)``.
     bias: ``Param`` ``(3 * hidden_size,)`` or None; bias_n: ``(hidden_size,)`` or None.
     input_size, hidden_size, use_bias: as Equinox.
+
+  Raises:
+    ExampleShapeError: ``input`` or the hidden state is not one example (a
+      batch needs ``jax.vmap``, as in Equinox).
+    ExplicitShardingError: JAX cannot shard the cell's equations on a mesh
+      with Explicit axes.
 
   Example:
     >>> import equinox as eqx, jax, jax.numpy as jnp, nnx_eqx as nnx
@@ -44,7 +52,10 @@ class GRUCell(Module):
   use_bias: bool
 
   def __call__(self, input: jax.Array, hidden: jax.Array, *, key: Any = None) -> jax.Array:
-    with jax.named_scope("bridge.GRUCell"):
+    layer = "nnx.bridge.GRUCell (from eqx.nn.GRUCell)"
+    with jax.named_scope("bridge.GRUCell"), sharding_errors(layer, input, hidden, self):
+      check_example(layer, "input", input, (self.input_size,))
+      check_example(layer, "hidden", hidden, (self.hidden_size,))
       bias: Any = 0
       bias_n: Any = 0
       if self.bias is not None and self.bias_n is not None:  # use_bias
@@ -66,6 +77,12 @@ class LSTMCell(Module):
     bias: ``Param`` ``(4 * hidden_size,)`` or None.
     input_size, hidden_size, use_bias: as Equinox.
 
+  Raises:
+    ExampleShapeError: ``input`` or the hidden state is not one example (a
+      batch needs ``jax.vmap``, as in Equinox).
+    ExplicitShardingError: JAX cannot shard the cell's equations on a mesh
+      with Explicit axes.
+
   Example:
     >>> import equinox as eqx, jax, jax.numpy as jnp, nnx_eqx as nnx
     >>> m = nnx.from_eqx(eqx.nn.LSTMCell(3, 4, key=jax.random.key(0)))
@@ -82,8 +99,12 @@ class LSTMCell(Module):
   use_bias: bool
 
   def __call__(self, input: jax.Array, hidden: tuple, *, key: Any = None) -> tuple:
-    with jax.named_scope("bridge.LSTMCell"):
+    layer = "nnx.bridge.LSTMCell (from eqx.nn.LSTMCell)"
+    with jax.named_scope("bridge.LSTMCell"), sharding_errors(layer, input, hidden, self):
       h, c = hidden
+      check_example(layer, "input", input, (self.input_size,))
+      check_example(layer, "hidden[0]", h, (self.hidden_size,))
+      check_example(layer, "hidden[1]", c, (self.hidden_size,))
       lin = self.weight_ih.value @ input + self.weight_hh.value @ h
       if self.bias is not None:  # use_bias
         lin = lin + self.bias.value

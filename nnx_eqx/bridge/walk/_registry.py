@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from ...graph._errors import public_name, type_names
 from .._errors import ConverterClashError
 
 
@@ -50,7 +51,7 @@ and ``"to_eqx"`` (any NNX module). They build on the contexts that call them, so
 
 
 def _name(t: type) -> str:
-  return f"{t.__module__}.{t.__qualname__}"
+  return public_name(t)
 
 
 def register(
@@ -111,7 +112,7 @@ def register(
   """
   if to_nnx is None and to_eqx is None:
     raise TypeError(
-      f"register({eqx_type.__name__}, {nnx_type.__name__}): give `to_nnx=` and/or"
+      f"register({', '.join(type_names(eqx_type, nnx_type))}): give `to_nnx=` and/or"
       " `to_eqx=`, the functions that convert each way."
     )
   conv = Converter(eqx_type, nnx_type, to_nnx, to_eqx)
@@ -134,7 +135,7 @@ def _clash(side: str, t: type, old: Converter, new: Converter) -> ConverterClash
     f"The {side} type {_name(t)} already has a converter: {_name(old.eqx_type)} <->"
     f" {_name(old.nnx_type)}; cannot also register {_name(new.eqx_type)} <->"
     f" {_name(new.nnx_type)}. Fix: pass `override=True` to replace it, or call"
-    f" `nnx.bridge.unregister({old.eqx_type.__name__}, {old.nnx_type.__name__})` first."
+    f" `nnx.bridge.unregister({', '.join(type_names(old.eqx_type, old.nnx_type))})` first."
   )
 
 

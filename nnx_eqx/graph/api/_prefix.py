@@ -22,7 +22,7 @@ import jax
 
 from .._errors import FilterError, GraphStructureError
 from ..pytree import _view as _pytree_view
-from ..state._filters import Filter, to_predicate
+from ..state._filters import Filter, filter_name, to_predicate
 from ..state._state import State
 from ..variables._variables import Variable
 from ..walk import _graph_mode
@@ -127,7 +127,7 @@ def _prefix_fn(filter_map: Mapping[Filter, Any] | Callable[[tuple, Any], Any]) -
   if not isinstance(filter_map, Mapping):
     return filter_map
   rules = [(to_predicate(f), value) for f, value in filter_map.items()]
-  names = list(filter_map)
+  names = ", ".join(map(filter_name, filter_map))
 
   def by_filter(path: tuple, leaf: Any) -> Any:
     for pred, value in rules:

@@ -312,8 +312,8 @@ def filters_to_predicates(filters: typing.Sequence[Filter]) -> tuple[Predicate, 
   for i, f in enumerate(filters):
     if (f is ... or f is True) and not all(g is ... or g is True for g in filters[i + 1 :]):
       raise FilterError(
-        f"`...` or `True` can only be the last filters, got {f!r} at index {i} of"
-        f" {tuple(filters)!r}. Fix: move it to the end."
+        f"`...` or `True` can only be the last filters, got {_name(f)} at index {i} of"
+        f" {_name(tuple(filters))}. Fix: move it to the end."
       )
   return tuple(to_predicate(f) for f in filters)
 
@@ -334,6 +334,9 @@ def _name(f) -> str:
     return f.__name__
   if f is Ellipsis:
     return "..."
+  if isinstance(f, tuple | list):  # a tuple of filters reads as written: (Param, ...)
+    inner = ", ".join(map(_name, f))
+    return f"({inner},)" if isinstance(f, tuple) and len(f) == 1 else f"({inner})"
   return repr(f)
 
 

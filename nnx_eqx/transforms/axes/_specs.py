@@ -26,7 +26,15 @@ from .._errors import AxisSpecError, InconsistentAliasingError
 from ..lifting import _lift
 
 
-class Carry:
+class _Marker(type):
+  """Gives a marker class (used as a value, never instantiated) the repr users
+  write it with, so messages that print an axis spec read as the code."""
+
+  def __repr__(cls) -> str:
+    return f"nnx.{cls.__name__}"
+
+
+class Carry(metaclass=_Marker):
   """Marks the carry argument (in ``in_axes``) and output (in ``out_axes``) of
   :func:`nnx.scan`, or state carried across steps (in :class:`StateAxes`).
 
@@ -99,7 +107,7 @@ class StateAxes(Mapping):
     inner = ", ".join(
       f"{filter_name(f)}: {_axis_name(a)}" for f, a in zip(self._filters, self._axes)
     )
-    return f"StateAxes({{{inner}}})"
+    return f"nnx.StateAxes({{{inner}}})"
 
   def axis_for(self, path: tuple, leaf: Any, where: str) -> Any:
     """The axis of the leaf at ``path`` (first matching filter).
@@ -199,7 +207,7 @@ def _holds_variables(state: State) -> bool:
 
 
 def _axis_name(a) -> str:
-  return "Carry" if a is Carry else repr(a)
+  return repr(a)  # nnx.Carry, an int or None
 
 
 def is_axis_leaf(x) -> bool:

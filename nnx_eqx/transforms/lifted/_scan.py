@@ -63,6 +63,13 @@ def _carry_position(axes: Any, name: str) -> Any:
   return found[0] if found else None
 
 
+def _given(name: str, axes: Any) -> str:
+  """``name=axes`` as the user wrote it, or as the default when not passed."""
+  if axes is _DEFAULT_AXES:
+    return f"{name} not passed, so its default {axes!r}"
+  return f"{name}={axes!r}"
+
+
 def check_scan_axes(in_axes: Any, out_axes: Any) -> tuple:
   """``(in carry position, out carry position)``; checked when ``nnx.scan`` is applied.
 
@@ -73,10 +80,18 @@ def check_scan_axes(in_axes: Any, out_axes: Any) -> tuple:
   in_carry = _carry_position(in_axes, "in_axes")
   out_carry = _carry_position(out_axes, "out_axes")
   if (in_carry is None) != (out_carry is None):
+    with_carry, without = ("in_axes", "out_axes") if out_carry is None else ("out_axes", "in_axes")
+    default = [n for n, a in (("in_axes", in_axes), ("out_axes", out_axes)) if a is _DEFAULT_AXES]
+    fix = (
+      f"pass {default[0]} too: {default[0]}=0 (no carry), or"
+      " in_axes=(nnx.Carry, 0), out_axes=(nnx.Carry, 0)"
+      if default
+      else "e.g. in_axes=(nnx.Carry, 0), out_axes=(nnx.Carry, 0)"
+    )
     raise AxisSpecError(
-      f"{NAME}: If one of in_axes or out_axes has Carry, the other must also have Carry"
-      f" (got in_axes={in_axes!r}, out_axes={out_axes!r}). Fix: e.g."
-      " in_axes=(nnx.Carry, 0), out_axes=(nnx.Carry, 0)."
+      f"{NAME}: If one of in_axes or out_axes has Carry, the other must also have Carry:"
+      f" {with_carry} has nnx.Carry and {without} has none (got {_given('in_axes', in_axes)};"
+      f" {_given('out_axes', out_axes)}). Fix: {fix}."
     )
   for leaf in jax.tree_util.tree_leaves(out_axes, is_leaf=is_axis_leaf):
     if leaf is None or (isinstance(leaf, StateAxes) and None in leaf.axes):

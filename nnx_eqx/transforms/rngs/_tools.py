@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from ...graph.api._functional import iter_graph, node_impl, walk
-from ...graph.state._filters import Filter, to_predicate
+from ...graph.state._filters import Filter, filter_name, to_predicate
 from ...graph.tracing._traces import current_trace
 from ...graph.variables._variables import Variable
 from ...graph.walk import _graph_mode
@@ -142,7 +142,7 @@ def _stream_rule(path, stream, split, broadcast, fork):
       break
   specific = [k for k, (flt, _) in found.items() if flt is not Ellipsis and flt is not True]
   if len(specific) > 1:
-    lines = ", ".join(f"{k} (filter {flt!r})" for k, (flt, _) in found.items())
+    lines = ", ".join(f"{k} (filter {filter_name(flt)})" for k, (flt, _) in found.items())
     raise ValueError(
       f"with_rngs: the RngStream at path {path} matches multiple rules: {lines}. Fix:"
       " make the split/broadcast/fork filters disjoint."
