@@ -1,4 +1,5 @@
-"""The Equinox bridge: ``nnx.from_eqx``, ``nnx.to_eqx``, ``nnx.to_eqx_with_state``.
+"""The Equinox bridge: ``nnx.from_eqx``, ``nnx.to_eqx``, ``nnx.to_eqx_with_state``;
+and the flax.nnx bridge, ``nnx.from_flax`` and ``nnx.to_flax`` (``flax_nnx/``, flax optional).
 
 * ``_registry``: converter pairs (``register``), looked up by exact type.
 * ``_context``: the two conversion contexts (recursion, paths, sharing, state).
@@ -38,6 +39,8 @@ from ._converters import Layout as Layout
 from ._errors import BridgeError as BridgeError
 from ._errors import ConverterClashError as ConverterClashError
 from ._errors import CycleError as CycleError
+from ._errors import FlaxConversionError as FlaxConversionError
+from ._errors import FlaxNotInstalledError as FlaxNotInstalledError
 from ._errors import MissingKeyError as MissingKeyError
 from ._errors import MissingStateError as MissingStateError
 from ._errors import SharedConversionError as SharedConversionError
@@ -71,3 +74,6 @@ from ._shared import Shared as Shared
 from ._shared import SharedRoot as SharedRoot
 from ._stack import stack_shape as stack_shape
 from ._state import EqxState as EqxState
+from .flax_nnx import FlaxModule as FlaxModule
+from .flax_nnx import from_flax as from_flax
+from .flax_nnx import to_flax as to_flax

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from . import _graphdef, _pytree_view, _version
-from ._errors import GraphStructureError, StateMismatchError
+from ._errors import GraphStructureError, StateMismatchError, flax_type_note
 from ._filters import Filter, to_predicate
 from ._flat_state import FlatState
 from ._graphdef import ApplyCaller as ApplyCaller
@@ -254,7 +254,8 @@ def _flat_of(states) -> dict:
         flat.update(State(s).to_flat_dict())
       else:
         raise GraphStructureError(
-          f"Expected a State, got {type(s).__name__}. Fix: pass the States"
+          flax_type_note(s, "an nnx_eqx.State")
+          or f"Expected a State, got {type(s).__name__}. Fix: pass the States"
           " returned by `nnx.split`/`nnx.state`."
         )
   return flat
@@ -309,7 +310,8 @@ def merge(graphdef: GraphDef, *states: State, copy: bool = False) -> Any:
   """
   if not isinstance(graphdef, GraphDef):
     raise GraphStructureError(
-      f"merge expects a GraphDef first, got {type(graphdef).__name__}. Fix:"
+      flax_type_note(graphdef, "an nnx_eqx.GraphDef")
+      or f"merge expects a GraphDef first, got {type(graphdef).__name__}. Fix:"
       " call `nnx.merge(graphdef, *states)` with the graphdef from `nnx.split`."
     )
   if not states:
