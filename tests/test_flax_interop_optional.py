@@ -1,6 +1,7 @@
 """flax stays optional: importing nnx_eqx never imports it, and without it the flax.nnx
 bridge says which extra to install. Runs with and without flax installed."""
 
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -67,3 +68,24 @@ print("ok")
   )
   assert r.returncode == 0, r.stderr
   assert r.stdout.strip() == "ok"
+
+
+def test_without_flax_the_flax_doctest_examples_are_skipped():
+  """conftest.py skips a doctest's examples from its first flax import on (the rest run)."""
+  root = pathlib.Path(__file__).resolve().parents[1]
+  files = ["nnx_eqx/bridge/flax_nnx/_from_flax.py", "nnx_eqx/bridge/flax_nnx/_to_flax.py"]
+  r = subprocess.run(
+    [
+      sys.executable,
+      "-c",
+      _BLOCK_FLAX
+      + "import pytest\n"
+      + f"sys.exit(pytest.main(['-p', 'no:xdist', '-q', '-o', 'addopts=--doctest-modules', *{files!r}]))",
+    ],
+    capture_output=True,
+    text=True,
+    timeout=300,
+    cwd=root,
+  )
+  assert r.returncode == 0, r.stdout + r.stderr
+  assert "2 passed" in r.stdout, r.stdout
