@@ -80,7 +80,8 @@ def test_without_flax_the_flax_doctest_examples_are_skipped():
       "-c",
       _BLOCK_FLAX
       + "import pytest\n"
-      + f"sys.exit(pytest.main(['-p', 'no:xdist', '-q', '-o', 'addopts=--doctest-modules', *{files!r}]))",
+      + "args = ['-p', 'no:xdist', '-q', '-o', 'addopts=--doctest-modules']\n"
+      + f"sys.exit(pytest.main([*args, *{files!r}]))",
     ],
     capture_output=True,
     text=True,

@@ -1,12 +1,13 @@
 """The flax.nnx bridge: ``nnx.from_flax`` and ``nnx.to_flax``.
 
 flax is optional: it is imported only inside these functions (``_import``), and
-``_flax_side`` (the flax Module holding an nnx_eqx one, which imports flax at its top)
-only from there. ``_types`` pairs Variable classes, ``_tree`` nests flat states into
-either library's containers, ``_from_flax`` holds :class:`FlaxModule` (the nnx_eqx
-Module holding a flax one). This package imports nnx_eqx's lower layers by their
-package names and the bridge's ``_errors``; nothing else in nnx_eqx imports it but
-the bridge's ``__init__`` and the type checks of ``_convert``.
+``_flax_side`` (the flax Module holding an nnx_eqx one, which imports flax at its
+top) is loaded from there on first use too. ``_types`` pairs Variable classes,
+``_tree`` nests flat states into either library's containers, ``_from_flax`` holds
+:class:`FlaxModule` (the nnx_eqx Module holding a flax one). This package imports
+nnx_eqx's lower layers by their package names and the bridge's ``_errors``; nothing
+else in nnx_eqx imports it but the bridge's ``__init__`` and ``_convert`` (which
+lets ``nnx.to_eqx`` take a flax.nnx Module).
 """
 
 from ._from_flax import FlaxModule as FlaxModule

@@ -9,10 +9,41 @@ from ...graph import State, Variable, state
 from ...module import Dict, List, Module, Rngs
 from .._errors import FlaxConversionError, fmt_path
 from . import _tree
-from ._import import describe, flax_nnx, is_flax_object, is_linen
+from ._import import describe, flax_nnx, flax_side, is_flax_object, is_linen
 from ._types import to_nnx_variable
 
-_STATIC = ("flax_graphdef", "flax_type")
+_STATIC = ("flax_static", "flax_type")
+
+
+class FlaxGraphDef:
+  """A flax ``GraphDef`` as a static attribute: hashed once (flax hashes its nodes on
+  every call, which nnx_eqx's jit cache lookup would pay on every step)."""
+
+  __slots__ = ("graphdef", "_hash")
+
+  def __init__(self, graphdef: Any):
+    self.graphdef = graphdef
+    self._hash = hash(graphdef)
+
+  def __hash__(self) -> int:
+    return self._hash
+
+  def __eq__(self, other: object) -> bool:
+    return self is other or (
+      type(other) is FlaxGraphDef and self._hash == other._hash and self.graphdef == other.graphdef
+    )
+
+  def __getstate__(self) -> Any:
+    return self.graphdef
+
+  def __setstate__(self, graphdef: Any) -> None:
+    self.graphdef = graphdef
+    self._hash = hash(graphdef)
+
+  def __repr__(self) -> str:
+    return (
+      f"FlaxGraphDef({type(self.graphdef).__module__}.GraphDef, hash={self._hash & 0xFFFF:04x})"
+    )
 
 
 def _values(flat: Any) -> tuple[list, list]:
@@ -58,15 +89,21 @@ class FlaxModule(Module):
   nnx_eqx's transforms the values are JAX tracers, so the same program is traced.
 
   Attributes:
-    flax_graphdef: the flax ``GraphDef`` of the held Module.
+    flax_graphdef: the flax ``GraphDef`` of the held Module (read-only; kept in
+      ``flax_static``, a :class:`FlaxGraphDef` hashed once).
     flax_type: its class.
   """
 
   def __init__(self, flax_graphdef: Any, flax_type: type, children: dict[str, Any]):
-    self.flax_graphdef = flax_graphdef
+    self.flax_static = FlaxGraphDef(flax_graphdef)
     self.flax_type = flax_type
     for k, v in children.items():
       setattr(self, k, v)
+
+  @property
+  def flax_graphdef(self) -> Any:
+    """The flax ``GraphDef`` of the held Module."""
+    return self.flax_static.graphdef
 
   def __call__(self, *args: Any, **kwargs: Any) -> Any:
     """Calls the flax Module's ``__call__`` (see the class docstring)."""
@@ -163,7 +200,7 @@ class FlaxModule(Module):
     for k in [p[0] for p in old if p[0] not in kids]:
       if k in self.__dict__:
         delattr(self, k)
-    self.flax_graphdef = graphdef
+    self.flax_static = FlaxGraphDef(graphdef)
     for k, v in kids.items():
       setattr(self, k, v)
 
@@ -256,9 +293,7 @@ def from_flax(obj: Any) -> Any:
       f" {describe(obj)}. Fix: pass the flax.nnx model (for Equinox models, nnx.from_eqx)."
     )
   fnnx = flax_nnx()
-  from ._flax_side import NnxEqxModule
-
-  if isinstance(obj, NnxEqxModule):
+  if isinstance(obj, flax_side().NnxEqxModule):
     return obj.to_nnx()
   if isinstance(obj, fnnx.Variable):
     return to_nnx_variable(obj)

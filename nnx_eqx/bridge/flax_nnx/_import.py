@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from .._errors import FlaxNotInstalledError
@@ -22,6 +23,17 @@ def flax_nnx() -> Any:
       f"nnx.from_flax / nnx.to_flax need flax (flax.nnx). Fix: {INSTALL_HINT}."
     ) from e
   return nnx
+
+
+def flax_side() -> Any:
+  """The bridge's flax-side module (``_flax_side``, which imports flax at its top),
+  loaded on first use like flax itself.
+
+  Raises:
+    FlaxNotInstalledError: flax is not installed.
+  """
+  flax_nnx()
+  return importlib.import_module(f"{__package__}._flax_side")
 
 
 def flax_classes(obj: Any) -> list[str]:

@@ -8,7 +8,7 @@ from ...graph import State, Variable, is_graph_node
 from ...module import Rngs
 from .._errors import FlaxConversionError
 from ._from_flax import FlaxModule
-from ._import import describe, flax_nnx, is_flax_object
+from ._import import describe, flax_nnx, flax_side, is_flax_object
 from ._types import to_flax_variable
 
 
@@ -80,9 +80,7 @@ def to_flax(module: Any) -> Any:
       f" {describe(module)}. Fix: pass the nnx_eqx model (an Equinox model converts"
       " with `nnx.to_flax(nnx.from_eqx(eqx_model))`)."
     )
-  flax_nnx()  # the install check, before the flax side is imported
-  from ._flax_side import rngs_to_flax, wrap
-
+  side = flax_side()
   if type(module) is Rngs:
-    return rngs_to_flax(module)
-  return wrap(module)
+    return side.rngs_to_flax(module)
+  return side.wrap(module)

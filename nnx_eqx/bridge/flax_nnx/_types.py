@@ -43,7 +43,7 @@ def _pair_builtins() -> None:
   if _TO_NNX:
     return
   fnnx = flax_nnx()
-  from flax.nnx.training import metrics as flax_metrics
+  from flax.nnx.training import metrics as flax_metrics  # optional: the `flax` extra
 
   for ours in _NATIVE:
     theirs = getattr(fnnx, ours.__name__, None) or getattr(flax_metrics, ours.__name__)
