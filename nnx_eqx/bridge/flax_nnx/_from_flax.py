@@ -88,10 +88,32 @@ class FlaxModule(Module):
   writes back the Variables the method changed (batch statistics, RNG counts). Under
   nnx_eqx's transforms the values are JAX tracers, so the same program is traced.
 
+  Attribute access reaches the state: ``m.l1`` is an ``nnx.Dict`` of the Variables
+  under ``l1`` (integer keys give an ``nnx.List``). Methods run on the whole held
+  Module; to call a submodule alone, convert it on its own. ``m.train()``,
+  ``m.eval()`` and ``m.set_attributes(...)`` run flax's own versions (flax's flags
+  are static attributes, so the held ``GraphDef`` changes), as do methods that add
+  Variables (``sow``).
+
   Attributes:
     flax_graphdef: the flax ``GraphDef`` of the held Module (read-only; kept in
-      ``flax_static``, a :class:`FlaxGraphDef` hashed once).
+      ``flax_static``, a ``FlaxGraphDef`` hashed once).
     flax_type: its class.
+
+  Example:
+    >>> import jax.numpy as jnp, nnx_eqx as nnx
+    >>> from flax import nnx as flax_nnx
+    >>> m = nnx.from_flax(flax_nnx.BatchNorm(3, rngs=flax_nnx.Rngs(0)))
+    >>> m.flax_type.__name__, type(m.mean).__name__
+    ('BatchNorm', 'BatchStat')
+    >>> _ = m(jnp.arange(6.0).reshape(2, 3))        # flax's BatchNorm, statistics kept
+    >>> moved = m.mean[...]
+    >>> bool((moved != 0).all())
+    True
+    >>> m.eval()                                      # flax's eval: running averages
+    >>> _ = m(jnp.ones((2, 3)))
+    >>> bool((m.mean[...] == moved).all())
+    True
   """
 
   def __init__(self, flax_graphdef: Any, flax_type: type, children: dict[str, Any]):
@@ -247,8 +269,9 @@ def from_flax(obj: Any) -> Any:
     an nnx_eqx subclass of the same name, and :func:`to_flax` gives the flax class back.
   * A Module made by :func:`to_flax` gives back the nnx_eqx module it holds.
 
-  Values (arrays of any shape and dtype) are shared, not copied; the flax object is
-  not changed.
+  The result holds new Variables over the flax object's arrays (of any shape and
+  dtype; nothing is copied): training it leaves the flax object as it was, and
+  :func:`to_flax` of it gives the trained flax Module.
 
   Args:
     obj: a flax.nnx ``Module`` (or other flax graph node, e.g. an ``Optimizer``),

@@ -31,7 +31,9 @@ def to_flax(module: Any) -> Any:
     user subclasses get a flax subclass of the same name).
 
   ``nnx.from_flax(nnx.to_flax(m))`` is ``m``'s structure and values, bitwise, and the
-  other way round. Arrays are shared, not copied; ``module`` is not changed.
+  other way round. The result holds new Variables over the same arrays (nothing is
+  copied): training it leaves ``module`` as it was, and ``nnx.from_flax`` of it gives
+  the trained module.
 
   Args:
     module: an nnx_eqx Module (or graph node), ``Rngs``, ``State`` or Variable.
