@@ -10,7 +10,12 @@ flax = pytest.importorskip("flax", reason="the flax.nnx bridge needs flax (the `
 from flax import nnx as fnnx  # noqa: E402
 
 import nnx_eqx as nnx  # noqa: E402
-from nnx_eqx.testing import TraceCounter, assert_no_retrace, assert_trees_equal  # noqa: E402
+from nnx_eqx.testing import (  # noqa: E402
+  TraceCounter,
+  assert_no_retrace,
+  assert_trees_equal,
+  same_graph,
+)
 
 
 # -- flax programs, written as flax's guides write them ----------------------------------
@@ -332,6 +337,24 @@ def test_to_flax_checkpoint_with_flax_recipe(tmp_path):
   g = fnnx.merge(graphdef, restored)
   assert_same_flax_state(g, f)
   assert_trees_equal(nnx.state(nnx.from_flax(g)), nnx.state(nnx.from_flax(f)))
+
+
+def test_to_flax_keeps_sharding_annotations_without_moving_data():
+  init = nnx.with_partitioning(nnx.initializers.lecun_normal(), ("in", "out"))
+
+  class Annotated(nnx.Module):
+    def __init__(self, rngs):
+      self.lin = nnx.Linear(3, 2, kernel_init=init, rngs=rngs)
+
+    def __call__(self, x):
+      return self.lin(x)
+
+  m = Annotated(nnx.Rngs(0))
+  f = nnx.to_flax(m)  # flax alone refuses such a Variable outside a mesh; no data moves here
+  assert f.lin["kernel"].get_metadata() == m.lin.kernel.get_metadata()
+  assert f.lin["kernel"].get_value() is m.lin.kernel.get_value()
+  assert_trees_equal(f(jnp.ones(3)), m(jnp.ones(3)))
+  assert same_graph(nnx.from_flax(f), m)
 
 
 # -- Equinox <-> flax.nnx in one line ---------------------------------------------------------

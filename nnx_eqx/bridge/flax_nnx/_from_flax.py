@@ -196,8 +196,10 @@ class FlaxModule(Module):
     graphdef, new_state = fnnx.split(obj)
     pairs, leaves = before
     if graphdef == self.flax_graphdef:
-      for (p, old), leaf, (_, new) in zip(pairs, leaves, fnnx.to_flat_state(new_state)):
+      held = {p: (old, leaf) for (p, old), leaf in zip(pairs, leaves)}
+      for p, new in fnnx.to_flat_state(new_state):
         new = new.get_value() if isinstance(new, fnnx.Variable) else new
+        old, leaf = held[p]
         if new is not old:
           if isinstance(leaf, Variable):
             leaf.value = new

@@ -81,5 +81,19 @@ def to_nnx_variable(v: Any) -> Variable:
 
 
 def to_flax_variable(v: Variable) -> Any:
-  """A new flax.nnx Variable with ``v``'s value, type and metadata."""
-  return flax_type(type(v))(v.get_value(), **v.get_metadata())
+  """A new flax.nnx Variable with ``v``'s value, type and metadata.
+
+  A conversion never moves data: a value with a sharding annotation keeps its
+  placement (flax would place it again, and refuses to outside a mesh), and the
+  ``eager_sharding`` flag is set back afterwards.
+  """
+  metadata = v.get_metadata()
+  if metadata.get("eager_sharding") and _annotated(metadata):
+    out = flax_type(type(v))(v.get_value(), **{**metadata, "eager_sharding": False})
+    out.set_metadata(eager_sharding=True)
+    return out
+  return flax_type(type(v))(v.get_value(), **metadata)
+
+
+def _annotated(metadata: dict) -> bool:
+  return any(metadata.get(k) is not None for k in ("out_sharding", "sharding", "sharding_names"))
