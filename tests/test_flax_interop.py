@@ -234,6 +234,39 @@ def test_from_flax_eval_and_sow_change_structure_as_in_flax():
   assert not bool((m.bn.mean.get_value() == mean).all())
 
 
+def test_nnx_train_and_eval_of_a_model_holding_a_flax_module_reach_its_layers():
+  class Outer(nnx.Module):
+    def __init__(self, backbone, rngs):
+      self.backbone = nnx.from_flax(backbone)
+      self.head = nnx.Linear(8, 2, rngs=rngs)
+
+    def __call__(self, x):
+      return self.head(self.backbone.features(x))
+
+  class Backbone(fnnx.Module):
+    def __init__(self, rngs):
+      self.lin = fnnx.Linear(4, 8, rngs=rngs)
+      self.drop = fnnx.Dropout(0.5, rngs=rngs)
+
+    def features(self, x):
+      return self.drop(self.lin(x))
+
+  outer = Outer(Backbone(fnnx.Rngs(0, dropout=1)), nnx.Rngs(1))
+  outer.eval()  # nnx_eqx's eval, on a model holding a flax Module
+  assert outer.backbone.deterministic is True
+  assert_trees_equal(outer(X), outer(X))
+  ref = Backbone(fnnx.Rngs(0, dropout=1))
+  ref.eval()
+  assert_same_flax_state(nnx.to_flax(outer.backbone), ref)
+  outer.train()
+  assert not bool((outer(X) == outer(X)).all())  # dropout draws a new mask each call
+  back = nnx.to_flax(outer)
+  assert isinstance(back, fnnx.Module)
+  assert [p for p, _ in fnnx.to_flat_state(fnnx.state(back))] == [
+    p for p, _ in nnx.state(outer).flat_state()
+  ]
+
+
 def test_from_flax_rngs_state_and_variable():
   rngs = fnnx.Rngs(0, dropout=3)
   rngs.dropout()

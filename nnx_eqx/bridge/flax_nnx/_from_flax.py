@@ -13,6 +13,10 @@ from ._import import describe, flax_nnx, flax_side, is_flax_object, is_linen
 from ._types import to_nnx_variable
 
 _STATIC = ("flax_static", "flax_type")
+_FLAGS = ("deterministic", "use_running_average")
+"""The mode flags of flax's ``train()``/``eval()``: a FlaxModule whose flax Module has
+them somewhere mirrors them as its own attributes, so ``train()``/``eval()`` (and
+``set_attributes``) of an nnx_eqx module holding it reach the flax layers."""
 
 
 class FlaxGraphDef:
@@ -93,7 +97,9 @@ class FlaxModule(Module):
   Module; to call a submodule alone, convert it on its own. ``m.train()``,
   ``m.eval()`` and ``m.set_attributes(...)`` run flax's own versions (flax's flags
   are static attributes, so the held ``GraphDef`` changes), as do methods that add
-  Variables (``sow``).
+  Variables (``sow``). Where the flax Module has flax's mode flags
+  (``deterministic``, ``use_running_average``), the FlaxModule has them too, so
+  ``train()``/``eval()`` of an nnx_eqx model holding it reach the flax layers.
 
   Attributes:
     flax_graphdef: the flax ``GraphDef`` of the held Module (read-only; kept in
@@ -116,11 +122,33 @@ class FlaxModule(Module):
     True
   """
 
-  def __init__(self, flax_graphdef: Any, flax_type: type, children: dict[str, Any]):
+  def __init__(
+    self,
+    flax_graphdef: Any,
+    flax_type: type,
+    children: dict[str, Any],
+    flags: tuple[str, ...] = (),
+  ):
+    for k in flags:  # (before flax_static: set plainly, not applied to the flax Module)
+      setattr(self, k, None)
     self.flax_static = FlaxGraphDef(flax_graphdef)
     self.flax_type = flax_type
     for k, v in children.items():
       setattr(self, k, v)
+
+  def __setattr__(self, name: str, value: Any) -> None:
+    d = self.__dict__
+    if name in _FLAGS and name in d and "flax_static" in d:
+      # nnx_eqx's train()/eval()/set_attributes on a module holding this one
+      obj, before = self._merged()
+      obj.set_attributes(raise_if_not_found=False, **{name: value})
+      self._adopt(obj, before)
+    super().__setattr__(name, value)
+
+  def _mirror(self, values: dict[str, Any]) -> None:
+    for k, v in values.items():
+      if k in _FLAGS and k in self.__dict__:
+        super().__setattr__(k, v)
 
   @property
   def flax_graphdef(self) -> Any:
@@ -170,18 +198,22 @@ class FlaxModule(Module):
     obj, before = self._merged()
     obj.set_attributes(*filters, raise_if_not_found=raise_if_not_found, **attributes)
     self._adopt(obj, before)
+    if not filters:
+      self._mirror(attributes)
 
   def train(self, **attributes: Any) -> None:
     """flax.nnx's ``train`` on the held Module (``deterministic=False``, ...)."""
     obj, before = self._merged()
     obj.train(**attributes)
     self._adopt(obj, before)
+    self._mirror({"deterministic": False, "use_running_average": False, **attributes})
 
   def eval(self, **attributes: Any) -> None:
     """flax.nnx's ``eval`` on the held Module (``deterministic=True``, ...)."""
     obj, before = self._merged()
     obj.eval(**attributes)
     self._adopt(obj, before)
+    self._mirror({"deterministic": True, "use_running_average": True, **attributes})
 
   # -- internals --------------------------------------------------------------
   def _merged(self) -> tuple[Any, tuple[list, list]]:
@@ -233,7 +265,9 @@ def _from_module(obj: Any) -> FlaxModule:
   fnnx = flax_nnx()
   graphdef, st = fnnx.split(obj)
   kids = _tree.children(_tree.nest(fnnx.to_flat_state(st)), _reserved, _nnx_leaf, Dict, List)
-  return FlaxModule(graphdef, type(obj), kids)
+  modules = [m for _, m in fnnx.iter_modules(obj)] if isinstance(obj, fnnx.Module) else []
+  flags = tuple(k for k in _FLAGS if any(k in vars(m) for m in modules))
+  return FlaxModule(graphdef, type(obj), kids, flags)
 
 
 def _from_rngs(obj: Any) -> Rngs:
