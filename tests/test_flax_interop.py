@@ -356,6 +356,25 @@ def test_to_flax_works_with_flax_graph_api_grad_scan_and_display():
   assert "NnxEqxModule" in text and "kernel" in text and "BatchStat" in text
 
 
+def test_flax_train_and_eval_of_a_flax_model_holding_a_converted_module_reach_it():
+  class FlaxOuter(fnnx.Module):
+    def __init__(self, inner, rngs):
+      self.inner = inner
+      self.head = fnnx.Linear(2, 2, rngs=rngs)
+
+    def __call__(self, x):
+      return self.head(self.inner(x))
+
+  outer = FlaxOuter(nnx.to_flax(NnxNet(nnx.Rngs(0, dropout=1))), fnnx.Rngs(1))
+  outer.eval()  # flax's eval, on a flax model holding an nnx_eqx one
+  assert outer.inner.deterministic is True
+  assert_trees_equal(outer(X), outer(X))
+  held = nnx.from_flax(outer.inner)
+  assert held.drop.deterministic is True and held.bn.use_running_average is True
+  outer.train()
+  assert not bool((outer(X) == outer(X)).all())
+
+
 def test_to_flax_checkpoint_with_flax_recipe(tmp_path):
   ocp = pytest.importorskip("orbax.checkpoint", reason="flax's checkpoint recipe uses orbax")
   f = nnx.to_flax(NnxNet(nnx.Rngs(0, dropout=1)))

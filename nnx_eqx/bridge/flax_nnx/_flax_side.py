@@ -11,13 +11,14 @@ from typing import Any
 
 from flax import nnx as fnnx
 
-from ...graph import State, Variable, merge, split
+from ...graph import State, Variable, iter_modules, merge, split
 from .._errors import FlaxConversionError, fmt_path
 from . import _tree
 from ._import import describe
 from ._types import to_flax_variable
 
 _STATIC = ("nnx_graphdef", "nnx_type")
+_FLAGS = ("deterministic", "use_running_average")  # mirrored, as FlaxModule does
 
 
 def _flax_leaf(path: tuple, leaf: Any) -> Any:
@@ -59,18 +60,43 @@ class NnxEqxModule(fnnx.Module):
   static attributes, sharing) is a static attribute. Calling it, or any method of
   the nnx_eqx class, rebuilds the nnx_eqx module from the current values with
   ``nnx.merge``, runs the method, and writes back what it changed, so flax's
-  ``jit``, ``grad``, ``Optimizer`` and the rest see an ordinary flax Module.
+  ``jit``, ``grad``, ``Optimizer`` and the rest see an ordinary flax Module. Where
+  the module has the mode flags ``deterministic``/``use_running_average``, this
+  Module mirrors them, so flax's ``train()``/``eval()`` of a flax model holding it
+  reach the nnx_eqx layers.
 
   Attributes:
     nnx_graphdef: the nnx_eqx ``GraphDef`` of the held module.
     nnx_type: its class.
   """
 
-  def __init__(self, nnx_graphdef: Any, nnx_type: type, children: dict[str, Any]):
+  def __init__(
+    self,
+    nnx_graphdef: Any,
+    nnx_type: type,
+    children: dict[str, Any],
+    flags: tuple[str, ...] = (),
+  ):
+    for k in flags:  # (before nnx_graphdef: set plainly, not applied to the module)
+      setattr(self, k, None)
     self.nnx_graphdef = nnx_graphdef
     self.nnx_type = nnx_type
     for k, v in children.items():
       _set(self, k, v)
+
+  def __setattr__(self, name: str, value: Any) -> None:
+    d = vars(self)
+    if name in _FLAGS and name in d and "nnx_graphdef" in d:
+      # flax's train()/eval()/set_attributes on a flax Module holding this one
+      module, before = self._merged()
+      module.set_attributes(raise_if_not_found=False, **{name: value})
+      self._adopt(module, before)
+    super().__setattr__(name, value)
+
+  def _mirror(self, values: dict[str, Any]) -> None:
+    for k, v in values.items():
+      if k in _FLAGS and k in vars(self):
+        super().__setattr__(k, v)
 
   def __call__(self, *args: Any, **kwargs: Any) -> Any:
     """Calls the nnx_eqx module (see the class docstring)."""
@@ -103,18 +129,22 @@ class NnxEqxModule(fnnx.Module):
     module, before = self._merged()
     module.set_attributes(*filters, raise_if_not_found=raise_if_not_found, **attributes)
     self._adopt(module, before)
+    if not filters:
+      self._mirror(attributes)
 
   def train(self, **attributes: Any) -> None:
     """nnx_eqx's ``train`` on the held module."""
     module, before = self._merged()
     module.train(**attributes)
     self._adopt(module, before)
+    self._mirror({"deterministic": False, "use_running_average": False, **attributes})
 
   def eval(self, **attributes: Any) -> None:
     """nnx_eqx's ``eval`` on the held module."""
     module, before = self._merged()
     module.eval(**attributes)
     self._adopt(module, before)
+    self._mirror({"deterministic": True, "use_running_average": True, **attributes})
 
   # -- internals --------------------------------------------------------------
   def _merged(self) -> tuple[Any, tuple[list, list]]:
@@ -165,7 +195,9 @@ def wrap(module: Any) -> NnxEqxModule:
   flax Variables; the arrays are shared)."""
   graphdef, st = split(module)
   kids = _tree.children(_tree.nest(st.flat_state()), _reserved, _flax_leaf, _flax_dict, _flax_list)
-  return NnxEqxModule(graphdef, type(module), kids)
+  modules = [m for _, m in iter_modules(module)]
+  flags = tuple(k for k in _FLAGS if any(k in vars(m) for m in modules))
+  return NnxEqxModule(graphdef, type(module), kids, flags)
 
 
 def rngs_to_flax(rngs: Any) -> Any:
