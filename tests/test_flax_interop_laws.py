@@ -4,19 +4,29 @@
   sharing, cycles), Variable types and metadata, bitwise values.
 * ``nnx.to_flax(nnx.from_flax(f))`` is ``f`` for a flax.nnx graph built by flax code.
 * The flax state of ``nnx.to_flax(m)`` has ``nnx.state(m)``'s paths, types and values.
+* Equinox -> flax.nnx -> Equinox is the identity, and the flax.nnx model runs the
+  Equinox model's program bitwise, for random Equinox models.
 """
 
+import equinox as eqx
 import jax
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("flax", reason="the flax.nnx bridge needs flax (the `flax` extra)")
 from flax import nnx as fnnx  # noqa: E402
 
 import nnx_eqx as nnx  # noqa: E402
 from nnx_eqx.graph import node_impl  # noqa: E402
-from nnx_eqx.testing import assert_trees_equal, graphs, same_graph  # noqa: E402
+from nnx_eqx.testing import (  # noqa: E402
+  assert_trees_equal,
+  eqx_inputs,
+  eqx_models,
+  graphs,
+  same_graph,
+)
 
 
 class FNode(fnnx.Module):
@@ -104,3 +114,18 @@ def test_to_flax_state_is_the_nnx_state(m):
 def test_to_flax_of_from_flax_is_identity(m):
   f = flax_mirror(m)
   assert_same_flax_graph(nnx.to_flax(nnx.from_flax(f)), f)
+
+
+@settings(max_examples=25)
+@given(eqx_models(), st.data())
+def test_equinox_through_flax_nnx_is_the_equinox_program(case, data):
+  f = nnx.to_flax(nnx.from_eqx(case.model, case.state))
+  back = nnx.from_flax(f)
+  if case.state is None:
+    assert_trees_equal(nnx.to_eqx(back), case.model)
+    x = data.draw(eqx_inputs(case))
+    assert_trees_equal(f(x), case.apply(case.model, x))
+    jitted = fnnx.jit(lambda f, x: f(x))(f, x)
+    assert_trees_equal(jitted, eqx.filter_jit(case.apply)(case.model, x))
+  else:
+    assert_trees_equal(nnx.to_eqx_with_state(back), (case.model, case.state))
