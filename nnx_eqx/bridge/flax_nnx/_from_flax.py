@@ -265,9 +265,17 @@ def _from_module(obj: Any) -> FlaxModule:
   fnnx = flax_nnx()
   graphdef, st = fnnx.split(obj)
   kids = _tree.children(_tree.nest(fnnx.to_flat_state(st)), _reserved, _nnx_leaf, Dict, List)
-  modules = [m for _, m in fnnx.iter_modules(obj)] if isinstance(obj, fnnx.Module) else []
-  flags = tuple(k for k in _FLAGS if any(k in vars(m) for m in modules))
-  return FlaxModule(graphdef, type(obj), kids, flags)
+  return FlaxModule(graphdef, type(obj), kids, _flags_of(fnnx, obj, graphdef))
+
+
+def _flags_of(fnnx: Any, obj: Any, graphdef: Any) -> tuple[str, ...]:
+  """The mode flags some Module of ``obj`` has (see ``_FLAGS``)."""
+  attributes = getattr(graphdef, "attributes", None)  # flax 0.12: [(name, attr), ...]
+  if isinstance(attributes, list):
+    names = {a[0] for a in attributes if isinstance(a, tuple) and a}
+  else:  # another layout of flax's GraphDef: look at the Modules themselves
+    names = {k for _, m in fnnx.iter_modules(obj) for k in vars(m)}
+  return tuple(k for k in _FLAGS if k in names)
 
 
 def _from_rngs(obj: Any) -> Rngs:
