@@ -14,6 +14,7 @@ from nnx_eqx.testing import (  # noqa: E402
   TraceCounter,
   assert_no_retrace,
   assert_trees_equal,
+  hlo_equal,
   same_graph,
 )
 
@@ -149,6 +150,29 @@ def test_from_flax_forward_and_methods_bitwise_with_state_updates():
   assert_same_flax_state(nnx.to_flax(m), ref)  # BatchStats, RNG counts, the counter
   assert int(m.calls.get_value()) == 2
   assert_same_flax_state(f, FlaxNet(fnnx.Rngs(0, dropout=1)))  # the source is untouched
+
+
+def test_converted_modules_lower_to_the_same_stablehlo_as_their_sources():
+  """Forward pass and state updates (batch statistics, RNG counts, the counter), as pure
+  functions of the state under jax.jit: one program, both ways."""
+  f = FlaxNet(fnnx.Rngs(0, dropout=1))
+  m = nnx.from_flax(f)
+  fg, fs = fnnx.split(f)
+  ng, ns = nnx.split(m)
+
+  def via_flax(graphdef, state, x):
+    module = fnnx.merge(graphdef, state)
+    return module(x), fnnx.state(module)
+
+  def via_nnx(graphdef, state, x):
+    module = nnx.merge(graphdef, state)
+    return module(x), nnx.state(module)
+
+  lower = lambda fn, g, s: jax.jit(fn, static_argnums=0).lower(g, s, X)
+  assert hlo_equal(lower(via_flax, fg, fs), lower(via_nnx, ng, ns))
+  n = NnxNet(nnx.Rngs(0, dropout=1))
+  t = nnx.to_flax(n)
+  assert hlo_equal(lower(via_nnx, *nnx.split(n)), lower(via_flax, *fnnx.split(t)))
 
 
 def test_from_flax_training_steps_bitwise_under_nnx_jit():
