@@ -59,17 +59,21 @@ def pytest_runtest_setup(item):
       )
 
 
-_HIJAX_EXAMPLES = ("hijax=True", "to_hijax(")
-
-
-_FLAX_IMPORT = re.compile(r"^\s*(from flax\b|import flax\b)", re.MULTILINE)
-
-
 def _flax_installed() -> bool:
   try:
     return importlib.util.find_spec("flax") is not None
   except ImportError:  # a finder that refuses flax, as tests simulating its absence use
     return False
+
+
+# The flax.nnx bridge's flax side imports flax at its top (the bridge loads it only
+# when called): without flax, --doctest-modules must not import it.
+collect_ignore = [] if _flax_installed() else ["nnx_eqx/bridge/flax_nnx/_flax_side.py"]
+
+_HIJAX_EXAMPLES = ("hijax=True", "to_hijax(")
+
+
+_FLAX_IMPORT = re.compile(r"^\s*(from flax\b|import flax\b)", re.MULTILINE)
 
 
 def _skip_flax_examples(items) -> None:
