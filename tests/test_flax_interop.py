@@ -433,6 +433,27 @@ def test_to_flax_keeps_sharding_annotations_without_moving_data():
   assert same_graph(nnx.from_flax(f), m)
 
 
+def test_root_lists_convert_element_by_element_both_ways():
+  ours = nnx.List([NnxNet(nnx.Rngs(i, dropout=i)) for i in range(2)])
+  theirs = nnx.to_flax(ours)
+  assert type(theirs) is fnnx.List and all(isinstance(e, fnnx.Module) for e in theirs)
+  assert_trees_equal(theirs[1](X), ours[1](X))
+  assert same_graph(nnx.from_flax(theirs), ours)
+
+  flax_list = fnnx.List([FlaxNet(fnnx.Rngs(i, dropout=i)) for i in range(2)])
+  converted = nnx.from_flax(flax_list)
+  assert type(converted) is nnx.List
+  assert_same_flax_state(nnx.to_flax(converted), flax_list)
+  assert fnnx.graphdef(nnx.to_flax(converted)) == fnnx.graphdef(flax_list)
+
+  shared = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
+  with pytest.raises(nnx.bridge.FlaxConversionError, match=r"root\[0\] and root\[1\].*share"):
+    nnx.to_flax(nnx.List([shared, shared]))
+  tied = fnnx.Linear(2, 2, rngs=fnnx.Rngs(0))
+  with pytest.raises(nnx.bridge.FlaxConversionError, match=r"root\[0\] and root\[1\].*share"):
+    nnx.from_flax(fnnx.List([tied, tied]))
+
+
 # -- Equinox <-> flax.nnx in one line ---------------------------------------------------------
 def test_equinox_to_flax_and_flax_to_equinox_in_one_line():
   e = eqx.nn.MLP(4, 2, 8, 2, key=jax.random.key(0))

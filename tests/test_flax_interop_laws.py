@@ -129,3 +129,10 @@ def test_equinox_through_flax_nnx_is_the_equinox_program(case, data):
     assert_trees_equal(jitted, eqx.filter_jit(case.apply)(case.model, x))
   else:
     assert_trees_equal(nnx.to_eqx_with_state(back), (case.model, case.state))
+
+
+@settings(max_examples=20)
+@given(st.lists(graphs(max_modules=3), max_size=3))
+def test_root_list_round_trip_is_identity(ms):
+  root = nnx.List(ms)
+  assert same_graph(nnx.from_flax(nnx.to_flax(root)), root)

@@ -289,6 +289,18 @@ def _from_rngs(obj: Any) -> Rngs:
   return rngs
 
 
+def _variables(x: Any) -> list:
+  fnnx = flax_nnx()
+  if not fnnx.graph.is_graph_node(x):
+    return []
+  return [v for _, v in fnnx.to_flat_state(fnnx.state(x))]
+
+
+def _element(x: Any) -> Any:
+  fnnx = flax_nnx()
+  return from_flax(x) if fnnx.graph.is_graph_node(x) or isinstance(x, fnnx.Variable) else x
+
+
 def from_flax(obj: Any) -> Any:
   """Converts a live flax.nnx object into the nnx_eqx object that runs its program.
 
@@ -307,6 +319,8 @@ def from_flax(obj: Any) -> Any:
     ``nnx.grad`` and the other nnx_eqx transforms.
   * A flax ``Rngs`` becomes an ``nnx.Rngs`` with the same keys and counts (it draws
     the same keys).
+  * A root flax ``nnx.List`` becomes an ``nnx.List`` of its elements, each converted
+    (they must share no Variable; a Module holding the list has no such limit).
   * A flax ``State`` becomes an ``nnx.State`` with the same paths; a flax
     ``Variable`` an nnx_eqx Variable. Types pair by name (``flax.nnx.Param`` ->
     ``nnx.Param``, ``BatchStat``, ``Cache``, ``RngKey``, ...); a user subclass gets
@@ -327,8 +341,9 @@ def from_flax(obj: Any) -> Any:
 
   Raises:
     FlaxConversionError: ``obj`` is a flax Linen module (use flax's own
-      ``flax.nnx.bridge``), an object of another library, or a flax object whose
-      state cannot be held (the path and the reason are named).
+      ``flax.nnx.bridge``), an object of another library, a flax object whose state
+      cannot be held, or a root list whose elements share a Variable (the path and
+      the reason are named).
     FlaxNotInstalledError: flax is not installed (an ``ImportError`` naming
       ``pip install 'nnx_eqx[flax]'``).
 
@@ -368,6 +383,8 @@ def from_flax(obj: Any) -> Any:
     return State.from_flat_path([(p, _nnx_leaf(p, v)) for p, v in fnnx.to_flat_state(obj)])
   if isinstance(obj, fnnx.Rngs):
     return _from_rngs(obj)
+  if type(obj) is fnnx.List:  # integer keys cannot be a FlaxModule's attributes
+    return List(_tree.each(list(obj), _element, _variables))
   if fnnx.graph.is_graph_node(obj):
     return _from_module(obj)
   raise FlaxConversionError(

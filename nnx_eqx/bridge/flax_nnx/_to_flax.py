@@ -4,12 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...graph import State, Variable, is_graph_node
-from ...module import Rngs
+from ...graph import State, Variable, is_graph_node, state
+from ...module import List, Rngs
 from .._errors import FlaxConversionError
+from . import _tree
 from ._from_flax import FlaxModule
 from ._import import describe, flax_nnx, flax_side, is_flax_object
 from ._types import to_flax_variable
+
+
+def _variables(x: Any) -> list:
+  return [v for _, v in state(x).flat_state()] if is_graph_node(x) else []
+
+
+def _element(x: Any) -> Any:
+  return to_flax(x) if is_graph_node(x) or isinstance(x, Variable) else x
 
 
 def to_flax(module: Any) -> Any:
@@ -26,6 +35,8 @@ def to_flax(module: Any) -> Any:
     lives in the nnx_eqx ``GraphDef``, so a tied weight is one flax Variable.
   * A :class:`FlaxModule` (from :func:`from_flax`) gives back a flax Module of the
     class, structure and current values it holds.
+  * A root ``nnx.List`` becomes a flax ``nnx.List`` of its elements, each converted
+    (they must share no Variable; a Module holding the list has no such limit).
   * An ``nnx.Rngs`` becomes a flax ``Rngs`` with the same keys and counts; an
     ``nnx.State`` a flax ``State``; a Variable a flax Variable (types pair by name,
     user subclasses get a flax subclass of the same name).
@@ -43,8 +54,9 @@ def to_flax(module: Any) -> Any:
 
   Raises:
     FlaxConversionError: ``module`` is not an nnx_eqx object (a flax object needs no
-      conversion; an Equinox model goes through ``nnx.from_eqx`` first), or its state
-      holds something flax's cannot (the path is named).
+      conversion; an Equinox model goes through ``nnx.from_eqx`` first), its state
+      holds something flax's cannot, or the elements of a root list share a Variable
+      (the paths are named).
     FlaxNotInstalledError: flax is not installed (an ``ImportError`` naming
       ``pip install 'nnx_eqx[flax]'``).
 
@@ -83,6 +95,8 @@ def to_flax(module: Any) -> Any:
       " with `nnx.to_flax(nnx.from_eqx(eqx_model))`)."
     )
   side = flax_side()
+  if type(module) is List:  # integer keys cannot be a flax Module's attributes
+    return flax_nnx().List(_tree.each(list(module), _element, _variables))
   if type(module) is Rngs:
     return side.rngs_to_flax(module)
   return side.wrap(module)

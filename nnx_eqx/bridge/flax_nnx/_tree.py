@@ -100,3 +100,23 @@ def set_path(root: Any, path: tuple, value: Any) -> None:
     setattr(root, path[0], value)
   else:
     get_path(root, path[:-1])[path[-1]] = value
+
+
+def each(items: list, convert: Callable[[Any], Any], variables: Callable[[Any], list]) -> list:
+  """``convert`` applied to each element of a root list, whose elements must share no
+  Variable (each is converted on its own).
+
+  Raises:
+    FlaxConversionError: two elements share a Variable (both paths are named).
+  """
+  seen: dict[int, int] = {}
+  for i, item in enumerate(items):
+    for v in variables(item):
+      j = seen.setdefault(id(v), i)
+      if j != i:
+        raise FlaxConversionError(
+          f"The elements {fmt_path((j,))} and {fmt_path((i,))} of the root list share a"
+          " Variable; a root list is converted element by element, which would split it"
+          " in two. Fix: convert a Module holding the list (e.g. as `self.layers`)."
+        )
+  return [convert(item) for item in items]
