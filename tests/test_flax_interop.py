@@ -231,6 +231,19 @@ def test_from_flax_method_using_flax_scan_keeps_working():
   assert_same_flax_state(nnx.to_flax(m), ref)  # the stacked RNG counts moved as flax's
 
 
+def test_from_flax_under_nnx_vmap_scan_and_remat():
+  f = fnnx.Linear(4, 4, rngs=fnnx.Rngs(0))
+  m = nnx.from_flax(f)
+  xs = jax.random.normal(jax.random.key(3), (5, 3, 4))
+  ref = fnnx.vmap(lambda f, x: f(x), in_axes=(None, 0))(f, xs)
+  assert_trees_equal(nnx.vmap(lambda m, x: m(x), in_axes=(None, 0))(m, xs), ref)
+  scan = nnx.scan(lambda m, x: (m, m(x)), in_axes=(nnx.Carry, 0), out_axes=(nnx.Carry, 0))
+  assert_trees_equal(scan(m, xs)[1], ref)
+  g = nnx.grad(nnx.remat(lambda m, x: m(x).sum()))(m, xs[0])
+  fg = fnnx.grad(lambda f, x: f(x).sum())(f, xs[0])
+  assert_trees_equal(g["kernel"].get_value(), fg["kernel"].get_value())
+
+
 def test_from_flax_eval_and_sow_change_structure_as_in_flax():
   class Sows(fnnx.Module):
     def __init__(self, rngs):
