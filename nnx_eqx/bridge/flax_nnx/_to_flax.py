@@ -8,7 +8,7 @@ from ...graph import State, Variable, is_graph_node, state
 from ...module import List, Rngs
 from .._errors import FlaxConversionError
 from . import _tree
-from ._from_flax import FlaxModule
+from ._flax_module import FlaxModule
 from ._import import describe, flax_nnx, flax_side, is_flax_object
 from ._types import to_flax_variable
 
