@@ -1,4 +1,4 @@
-""":class:`FlaxModule`, the nnx_eqx Module that holds a flax.nnx one."""
+"""FlaxModule: the nnx_eqx Module holding a live flax.nnx Module (``nnx.from_flax``)."""
 
 from __future__ import annotations
 
