@@ -1,13 +1,17 @@
 """Test configuration: 8 fake CPU devices, strict dtype promotion, jaxtyping
 checks of the layers' shape annotations, hypothesis profiles (HYPOTHESIS_PROFILE),
-and the ``devices(n)`` marker.
+the ``devices(n)`` marker, and doctest examples that need flax skipped where it is
+not installed.
 
 The fake devices only exist on the CPU backend (the XLA flag is ignored by GPU
 and TPU backends), so on a one-GPU machine ``jax.device_count()`` is 1: a test
 marked ``@pytest.mark.devices(n)`` is then skipped, naming the count it needs.
 """
 
+import doctest
+import importlib.util
 import os
+import re
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 # On a GPU every xdist worker is a process of its own: without this each would reserve
@@ -55,14 +59,45 @@ def pytest_runtest_setup(item):
       )
 
 
+def _flax_installed() -> bool:
+  try:
+    return importlib.util.find_spec("flax") is not None
+  except ImportError:  # a finder that refuses flax, as tests simulating its absence use
+    return False
+
+
+# The flax.nnx bridge's flax side imports flax at its top (the bridge loads it only
+# when called): without flax, --doctest-modules must not import it.
+collect_ignore = [] if _flax_installed() else ["nnx_eqx/bridge/flax_nnx/_flax_side.py"]
+
 _HIJAX_EXAMPLES = ("hijax=True", "to_hijax(")
+
+
+_FLAX_IMPORT = re.compile(r"^\s*(from flax\b|import flax\b)", re.MULTILINE)
+
+
+def _skip_flax_examples(items) -> None:
+  """Where flax is not installed, skips each doctest's examples from the first one that
+  imports flax to its end (the flax.nnx bridge's examples, and the sections of the docs
+  about it, which come last in their pages)."""
+  for item in items:
+    test = getattr(item, "dtest", None)
+    if test is None:
+      continue
+    skipping = False
+    for example in test.examples:
+      skipping = skipping or bool(_FLAX_IMPORT.search(example.source))
+      if skipping:
+        example.options[doctest.SKIP] = True
 
 
 def pytest_collection_modifyitems(config, items):
   """Skips the doctests that make hijax Variables where jax lacks the hi-type API
-  they need (jax < 0.10)."""
+  they need (jax < 0.10), and the examples that need flax where it is missing."""
   from nnx_eqx.graph.variables import _hijax
 
+  if not _flax_installed():
+    _skip_flax_examples(items)
   if _hijax.AVAILABLE:
     return
   skip = pytest.mark.skip(reason=_hijax.UNAVAILABLE)

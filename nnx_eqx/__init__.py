@@ -248,6 +248,8 @@ from . import bridge as bridge
 from .bridge import from_eqx as from_eqx
 from .bridge import to_eqx as to_eqx
 from .bridge import to_eqx_with_state as to_eqx_with_state
+from .bridge import from_flax as from_flax
+from .bridge import to_flax as to_flax
 from .bridge import EqxFileMismatchError as EqxFileMismatchError
 from .bridge import tree_deserialise_leaves as tree_deserialise_leaves
 from .bridge import tree_serialise_leaves as tree_serialise_leaves

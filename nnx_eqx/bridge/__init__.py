@@ -1,4 +1,5 @@
-"""The Equinox bridge: ``nnx.from_eqx``, ``nnx.to_eqx``, ``nnx.to_eqx_with_state``.
+"""The Equinox bridge: ``nnx.from_eqx``, ``nnx.to_eqx``, ``nnx.to_eqx_with_state``;
+and the flax.nnx bridge, ``nnx.from_flax`` and ``nnx.to_flax`` (``flax_nnx/``, flax optional).
 
 Its rooms, lowest first, each importing only those before it: ``walk/`` (the
 converter registry, the two conversion contexts with their recursion, paths,
@@ -24,6 +25,8 @@ from ._errors import ConverterClashError as ConverterClashError
 from ._errors import CycleError as CycleError
 from ._errors import ExampleShapeError as ExampleShapeError
 from ._errors import ExplicitShardingError as ExplicitShardingError
+from ._errors import FlaxConversionError as FlaxConversionError
+from ._errors import FlaxNotInstalledError as FlaxNotInstalledError
 from ._errors import MissingKeyError as MissingKeyError
 from ._errors import MissingStateError as MissingStateError
 from ._errors import SharedConversionError as SharedConversionError
@@ -57,3 +60,6 @@ from .convert._shared import Shared as Shared
 from .convert._shared import SharedRoot as SharedRoot
 from .layers._stack_shape import stack_shape as stack_shape
 from .walk._eqx_state import EqxState as EqxState
+from .flax_nnx import FlaxModule as FlaxModule
+from .flax_nnx import from_flax as from_flax
+from .flax_nnx import to_flax as to_flax

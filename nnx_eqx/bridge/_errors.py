@@ -30,7 +30,8 @@ def fmt_path(path: tuple) -> str:
 
 
 class BridgeError(NnxError):
-  """Base class of the errors raised by ``nnx.to_eqx`` / ``nnx.from_eqx``."""
+  """Base class of the errors raised by the bridges (``nnx.to_eqx`` / ``nnx.from_eqx``,
+  ``nnx.to_flax`` / ``nnx.from_flax``)."""
 
 
 class UnconvertibleFieldError(BridgeError, TypeError):
@@ -63,6 +64,18 @@ class SharedConversionError(BridgeError, ValueError):
 
 class CycleError(BridgeError, ValueError):
   """The NNX graph has a reference cycle, which no Equinox pytree can hold."""
+
+
+class FlaxConversionError(BridgeError, TypeError):
+  """``nnx.from_flax`` / ``nnx.to_flax`` (or a call given a flax.nnx object where an
+  nnx_eqx one is expected) met an object it cannot convert: one of another library,
+  a flax Linen module, or a node whose state has no counterpart on the other side.
+  The message names the path, the reason and the fix; neither side is changed."""
+
+
+class FlaxNotInstalledError(BridgeError, ImportError):
+  """``nnx.from_flax`` / ``nnx.to_flax`` were called where flax is not installed (the
+  message names the extra to install: ``pip install 'nnx_eqx[flax]'``)."""
 
 
 class MissingKeyError(BridgeError, MissingRngsError, RuntimeError):

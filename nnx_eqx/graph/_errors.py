@@ -219,3 +219,18 @@ def type_names(*types: type) -> list[str]:
     s for s, t in zip(short, types) if any(s == s2 and t is not t2 for s2, t2 in zip(short, types))
   }
   return [public_name(t) if s in clash else s for s, t in zip(short, types)]
+
+
+def flax_type_note(obj: object, ours: str) -> str | None:
+  """For an error about ``obj`` where nnx_eqx's ``ours`` was expected: a sentence
+  naming both types with their libraries and the converting call, when ``obj`` (or,
+  for a class, ``obj`` itself) comes from flax; None otherwise."""
+  cls = obj if isinstance(obj, type) else type(obj)
+  if not any(c.__module__.split(".")[0] == "flax" for c in cls.__mro__):
+    return None
+  return (
+    f"got {cls.__module__}.{cls.__qualname__}, a type of flax, where {ours} was"
+    " expected (the two libraries' types are distinct). Fix: convert with"
+    " `nnx.from_flax(...)` (it takes a flax Module, State or Variable), or use"
+    " nnx_eqx's own type of the same name."
+  )

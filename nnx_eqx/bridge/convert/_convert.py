@@ -14,6 +14,7 @@ from ...module._containers import Dict, List
 from ...module._rngs import Rngs, RngStream
 from ...nn._common import RngsTypeError
 from .._errors import StatefulModuleError, UnconvertibleFieldError
+from ..flax_nnx import from_flax, is_flax_object
 from ..walk._context import FromEqxContext
 from ..walk._eqx_state import finalize, fmt_path
 from ..walk._to_eqx import ToEqxContext
@@ -130,6 +131,8 @@ def to_eqx_parts(
 ) -> tuple[Any, Any, list, ToEqxContext]:
   """``(eqx_model, state or None, links, ctx)`` for an NNX module (see to_eqx);
   ``view``: the Equinox view a generic module's methods run on (see ToEqxContext)."""
+  if is_flax_object(module):  # a flax.nnx model: through its nnx_eqx form
+    module = from_flax(module)
   if not is_graph_node(module):
     raise UnconvertibleFieldError(
       f"nnx.to_eqx expects an nnx.Module, got {type(module).__name__}. Fix: pass the"
@@ -163,7 +166,9 @@ def to_eqx(module: Any, *, native: bool = False) -> Any:
   through the result and fail on one nested deeper than about 900 levels.
 
   Args:
-    module: an NNX module without non-Param state.
+    module: an NNX module without non-Param state, or a flax.nnx Module (converted
+      with ``nnx.from_flax`` first: ``nnx.to_eqx(flax_model)`` is
+      ``nnx.to_eqx(nnx.from_flax(flax_model))``).
     native: give Equinox's own layer where one exists: ``nnx.Linear`` becomes
       ``eqx.nn.Linear`` with ``weight = kernel.T``, which computes
       ``weight @ x``: equal values, but another program. ``nnx.from_eqx(...,
@@ -212,7 +217,7 @@ def to_eqx_with_state(module: Any, *, native: bool = False) -> tuple[Any, eqx.nn
   give an empty State.
 
   Args:
-    module: an NNX module.
+    module: an NNX module, or a flax.nnx Module (as in :func:`to_eqx`).
     native: as in :func:`to_eqx`.
 
   Returns:

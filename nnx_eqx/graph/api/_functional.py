@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _version
-from .._errors import GraphStructureError, StateMismatchError
+from .._errors import GraphStructureError, StateMismatchError, flax_type_note
 from ..pytree import _view as _pytree_view
 from ..state._filters import Filter, to_predicate
 from ..state._state import FlatState, State, _flatten_into
@@ -255,7 +255,8 @@ def _flat_of(states) -> dict:
         flat.update(State(s).to_flat_dict())
       else:
         raise GraphStructureError(
-          f"Expected a State, got {type(s).__name__}. Fix: pass the States"
+          flax_type_note(s, "an nnx_eqx.State")
+          or f"Expected a State, got {type(s).__name__}. Fix: pass the States"
           " returned by `nnx.split`/`nnx.state`."
         )
   return flat
@@ -310,7 +311,8 @@ def merge(graphdef: GraphDef, *states: State, copy: bool = False) -> Any:
   """
   if not isinstance(graphdef, GraphDef):
     raise GraphStructureError(
-      f"merge expects a GraphDef first, got {type(graphdef).__name__}. Fix:"
+      flax_type_note(graphdef, "an nnx_eqx.GraphDef")
+      or f"merge expects a GraphDef first, got {type(graphdef).__name__}. Fix:"
       " call `nnx.merge(graphdef, *states)` with the graphdef from `nnx.split`."
     )
   if not states:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 import jax
 import numpy as np
 
-from .._errors import FilterError, UnknownFilterError
+from .._errors import FilterError, UnknownFilterError, flax_type_note
 from ..variables._variables import Variable
 
 Predicate = Callable[[tuple, typing.Any], bool]
@@ -39,7 +39,8 @@ def to_predicate(filter: Filter) -> Predicate:
     A predicate over ``(path, value)``.
 
   Raises:
-    UnknownFilterError: if ``filter`` is none of the accepted forms.
+    UnknownFilterError: if ``filter`` is none of the accepted forms, or is a type of
+      flax (flax.nnx Variable classes are not nnx_eqx's).
 
   Example:
     >>> import jax.numpy as jnp, nnx_eqx as nnx
@@ -50,6 +51,9 @@ def to_predicate(filter: Filter) -> Predicate:
   if isinstance(filter, _BaseFilter):
     return filter
   if isinstance(filter, type):
+    note = flax_type_note(filter, "an nnx_eqx Variable type")
+    if note is not None:
+      raise UnknownFilterError(f"Invalid filter: {note}")
     return OfType(filter)
   if filter is Ellipsis or filter is True:
     return Everything()

@@ -1,0 +1,17 @@
+"""The flax.nnx bridge: ``nnx.from_flax`` and ``nnx.to_flax``.
+
+flax is optional: it is imported only inside these functions (``_import``), and
+``_flax_side`` (the flax Module holding an nnx_eqx one, which imports flax at its
+top) is loaded from there on first use too. ``_types`` pairs Variable classes,
+``_tree`` nests flat states into either library's containers,
+``_flax_module`` holds :class:`FlaxModule` (the nnx_eqx Module holding a flax one),
+``_from_flax`` and ``_to_flax`` the two conversions. This package imports
+nnx_eqx's lower layers by their package names and the bridge's ``_errors``; nothing
+else in nnx_eqx imports it but the bridge's ``__init__`` and ``_convert`` (which
+lets ``nnx.to_eqx`` take a flax.nnx Module).
+"""
+
+from ._flax_module import FlaxModule as FlaxModule
+from ._from_flax import from_flax as from_flax
+from ._import import is_flax_object as is_flax_object
+from ._to_flax import to_flax as to_flax
