@@ -15,17 +15,13 @@ import jax
 
 from .._errors import ExplicitShardingError
 
-
-def _sharding_type_error() -> tuple[type[BaseException], ...]:
-  # jax raises it from its private core and exports it nowhere (jax 0.12)
-  try:
-    from jax._src.core import ShardingTypeError
-  except ImportError:  # pragma: no cover - a jax without explicit sharding
-    return ()
-  return (ShardingTypeError,)
-
-
-SHARDING_TYPE_ERRORS = _sharding_type_error()
+# jax raises it from its private core and exports it nowhere (jax 0.12)
+try:
+  from jax._src.core import ShardingTypeError as _ShardingTypeError
+except ImportError:  # a jax without explicit sharding
+  SHARDING_TYPE_ERRORS: tuple[type[BaseException], ...] = ()
+else:
+  SHARDING_TYPE_ERRORS = (_ShardingTypeError,)
 
 
 def _mesh(arrays: tuple) -> Any:
