@@ -303,8 +303,10 @@ def _pair_nested(c: Any, levels: Any, i: int) -> None:
 def _forgetter(table: dict, key: int) -> Any:
   """The weak reference callback that removes ``table[key]`` with its object."""
 
-  def forget(ref: Any) -> None:
-    _forget(table, key, ref)
+  def forget(ref: Any, table: dict = table, key: int = key) -> None:
+    e = table.get(key)  # (no global look-up: it may run while the interpreter exits)
+    if e is not None and e[0] is ref:
+      del table[key]
 
   return forget
 
