@@ -34,7 +34,8 @@ FROM = "_nnx_from"
 was rebuilt from: where its Variables' values came from (see ``_lost_updates``)."""
 
 
-_MAX_ORIGINS = 16  # pytree maps followed outwards from the node a copy was rebuilt from
+MAX_ORIGINS = 16
+"""Pytree maps followed outwards from the node a copy was rebuilt from."""
 
 
 class NodeRef:
@@ -55,10 +56,12 @@ class NodeRef:
   depth: int
 
   def __init__(self, nd: Any, node: Any, origin: Any):
-    while type(origin) is NodeRef and (origin.src is None or origin.src() is None):
+    if type(origin) is not NodeRef:
+      origin = None
+    while origin is not None and (origin.src is None or origin.src() is None):
       origin = origin.origin  # (temporaries gone: not kept)
     depth = origin.depth + 1 if type(origin) is NodeRef else 0
-    if depth > _MAX_ORIGINS:  # (a chain of rebuilds, as a training loop makes: cut)
+    if depth > MAX_ORIGINS:  # (a chain of rebuilds, as a training loop makes: cut)
       origin, depth = None, 0
     self.nd, self.origin, self.depth = nd, origin, depth
     try:
@@ -113,7 +116,7 @@ def link_copy(src: NodeRef, copies: Any) -> None:
   the nodes that one was rebuilt from (see ``_lost_updates.link``)."""
   levels = []
   ref: Any = src
-  for _ in range(_MAX_ORIGINS):
+  for _ in range(MAX_ORIGINS):
     if type(ref) is not NodeRef:
       break
     node = None if ref.src is None else ref.src()
