@@ -36,10 +36,13 @@ This module makes the drop loud, on that original only:
    transformation raised (its frame did not return): then it returned nothing,
    the caller's objects hold what they held, and nothing is marked. Otherwise the
    linked originals that still hold the value from before the call are marked
-   *stale*. The mark belongs to the Variable, weakly held: another object
-   holding the same array (a clone, an ``nnx.update`` target, a checkpoint
-   restored from those arrays, an ``nnx.state`` snapshot) is not concerned, and
-   writing a new value to the stale Variable ends the mark. Where an original is
+   *stale* -- once the transformation's call has returned to the code that called
+   it, and the finished frames of JAX that held its arguments are cleared, so a
+   temporary argument is gone by then. The mark belongs to the Variable, weakly
+   held: another object holding the same array (a clone, an ``nnx.update``
+   target, a checkpoint restored from those arrays, an ``nnx.state`` snapshot of
+   the values) is not concerned, and writing a new value to the stale Variable
+   ends the mark. Where an original is
    itself a copy in a trace still running (nested transforms), it is marked and
    its own write recorded as pending, and the drop travels outwards.
 4. *Reports.* Reading a stale Variable, flattening it, or walking a graph that
@@ -196,6 +199,45 @@ def _running(trace: Any, frame: Any) -> Any:
       return f
     f, seen = f.f_back, seen + 1
   return None
+
+
+_LIBRARIES = ("/jax/", "/jaxlib/", "/equinox/", *(f"/{w}/" for w in _WRAPPERS))
+
+
+def _in_library(frame: Any) -> bool:
+  """Whether ``frame`` runs JAX, Equinox, a call wrapper or this package (not the
+  user's code that called a transformation)."""
+  file = frame.f_code.co_filename
+  return file.startswith(_HERE) or any(lib in file for lib in _LIBRARIES)
+
+
+def _returned_to_caller(frame: Any) -> bool:
+  """Whether the transformation whose trace ran in ``frame`` has returned to the
+  code that called it: none of the library frames from ``frame`` outwards is on
+  the calling thread's stack (until then they hold its arguments)."""
+  stack = set()
+  f: Any = sys._getframe(1)
+  while f is not None:
+    stack.add(id(f))
+    f = f.f_back
+  f, seen = frame, 0
+  while f is not None and seen < _MAX_FRAMES and (seen == 0 or _in_library(f)):
+    if id(f) in stack:
+      return False
+    f, seen = f.f_back, seen + 1
+  return True
+
+
+def _release(frame: Any) -> None:
+  """Clears the locals of ``frame`` and the finished library frames outwards of it,
+  which a pending write kept: the arguments they held go with them."""
+  f, seen = frame, 0
+  while f is not None and seen < _MAX_FRAMES and (seen == 0 or _in_library(f)):
+    try:
+      f.clear()
+    except RuntimeError:  # (still running)
+      return
+    f, seen = f.f_back, seen + 1
 
 
 def _returned(frame: Any) -> bool:
@@ -409,9 +451,14 @@ def _sweep() -> None:
     trace = None if trace_ref is None else trace_ref()
     if trace is not None and id(trace) in live:
       continue
+    if frame is not None and thread == me and not _returned_to_caller(frame):
+      continue  # (the transformation's call has not returned yet: its arguments are held)
     if PENDING.get(key) is entry:
       del PENDING[key]
-    if _returned(frame):  # (else the transformation raised: nothing was dropped)
+    returned = _returned(frame)  # (else the transformation raised: nothing was dropped)
+    _release(frame)  # a temporary its frames held is not kept for a mark
+    del entry, frame
+    if returned:
       _settle_chain(chain, what, live)
 
 
