@@ -78,10 +78,15 @@ What cannot be told, and why:
   silently.
 * A node type that takes no weak reference is not linked.
 
-While no copy has been written and no Variable is stale, nothing here costs
-more than tests of two module-level dicts for emptiness; while some are stale,
-a Variable flattened or read costs one more dict look-up, Module flattens cost
-nothing more, and a cached graph walk is checked once per new stale mark.
+Costs. While no copy has been written and no Variable is stale, the checks here
+are tests of two module-level dicts for emptiness; while some Variable is stale
+anywhere, a Variable flattened or read costs one more dict look-up, Module
+flattens cost nothing more, and a cached graph walk is checked once per new
+stale mark. The links cost one ``NodeRef`` (and its weak reference) per node, made
+the first time the node is flattened: nothing for a module flattened again, but
+a node that a pytree map just rebuilt (every call of an Equinox-style step
+rebuilds the whole model) makes one at its first flatten, and these allocations
+add Python garbage collections to such a step (see ``benchmarks/lost_updates.py``).
 """
 
 from __future__ import annotations
