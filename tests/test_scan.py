@@ -274,7 +274,9 @@ def test_axes_spec_errors():
     nnx.scan(lambda a, b: a, in_axes=(nnx.Carry, nnx.Carry))
   with pytest.raises(nnx.AxisSpecError, match="Cannot broadcast output state. Got None"):
     nnx.scan(lambda a, b: a, in_axes=(nnx.Carry, 0), out_axes=(nnx.Carry, None))
-  with pytest.raises(nnx.AxisSpecError, match="Cannot broadcast output state. Got nnx.StateAxes"):
+  with pytest.raises(
+    nnx.AxisSpecError, match=r"Cannot broadcast output state. Got StateAxes \(nnx.StateAxes\("
+  ):
     nnx.scan(
       lambda a, b: a, in_axes=(nnx.Carry, 0), out_axes=(nnx.Carry, nnx.StateAxes({...: None}))
     )

@@ -96,7 +96,9 @@ def check_scan_axes(in_axes: Any, out_axes: Any) -> tuple:
   for leaf in jax.tree_util.tree_leaves(out_axes, is_leaf=is_axis_leaf):
     if leaf is None or (isinstance(leaf, StateAxes) and None in leaf.axes):
       raise AxisSpecError(
-        f"{NAME}: Cannot broadcast output state. Got {leaf!r} in out_axes={out_axes!r}:"
+        # flax's wording ("Got StateAxes"), which its tests match, then the marker as written
+        f"{NAME}: Cannot broadcast output state. Got"
+        f" {'None' if leaf is None else f'StateAxes ({leaf!r})'} in out_axes={out_axes!r}:"
         " scan stacks every output over the scanned axis. Fix: give the output an int axis,"
         " or return state that stays the same through nnx.Carry."
       )
