@@ -3,6 +3,8 @@ transformations: kept when carried out; when a transformation drops them, the
 module left stale refuses to be used (``nnx.LostUpdateError``), nothing else does;
 never silently lost."""
 
+import re
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -202,6 +204,9 @@ def test_the_error_names_the_path_and_where_it_was_written():
   assert "3 Variable(s)" in text
   assert "`Net.bn.mean`" in text and "`Net.bn.var`" in text and "`Net.do.rngs.count`" in text
   assert "test_state_under_transforms.py" in text
+  # costs are on the performance page, not quoted as figures that go out of date
+  assert "docs/guides/performance.md" in text
+  assert not re.search(r"\d\s*(us|µs|ms)\b", text), text
 
 
 def test_the_issue_example_raises_on_the_stale_module_only():
