@@ -26,6 +26,8 @@ import importlib.util
 import sys
 from typing import Any
 
+from .graph._errors import is_private_module
+
 MOVED: dict[str, str] = {
   "nnx_eqx.graph._tracing": "nnx_eqx.graph.tracing._traces",
   "nnx_eqx.graph._lost_updates": "nnx_eqx.graph.tracing._lost_updates",
@@ -119,6 +121,9 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
   """Imports an old path of :data:`MOVED` as the module it moved to (one module
   object under both names, so ``pickle`` finds the classes it names)."""
 
+  def __init__(self) -> None:
+    self._specs: dict[str, Any] = {}  # old name -> the new module's own spec, while loading
+
   def find_spec(self, fullname, path=None, target=None):
     if fullname not in MOVED:
       return None
@@ -126,7 +131,6 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
   def create_module(self, spec):
     module = importlib.import_module(MOVED[spec.name])
-    self._specs = getattr(self, "_specs", {})
     self._specs[spec.name] = module.__spec__
     return module
 
@@ -143,10 +147,6 @@ def install_moved_modules() -> None:
     sys.meta_path.append(_MovedModules())
 
 
-def _private(module: str) -> bool:
-  return any(part.startswith("_") for part in module.split("."))
-
-
 def publish(namespace: dict[str, Any], name: str) -> None:
   """Sets ``__module__`` to ``name`` on the classes in ``namespace`` (a module's
   globals) that are exported under their own name and still named by a private
@@ -156,7 +156,7 @@ def publish(namespace: dict[str, Any], name: str) -> None:
       isinstance(obj, type)
       and obj.__name__ == key
       and obj.__module__.startswith("nnx_eqx")
-      and _private(obj.__module__)
+      and is_private_module(obj.__module__)
     ):
       _rename(obj, obj.__module__, name)
 
@@ -188,7 +188,7 @@ def publish_all() -> None:
   top-level namespace first, then by the length of their paths; then the internal
   names of :data:`INTERNAL` are given this module."""
   names = sorted(
-    (n for n in list(sys.modules) if n.split(".")[0] == "nnx_eqx" and not _private(n)),
+    (n for n in list(sys.modules) if n.split(".")[0] == "nnx_eqx" and not is_private_module(n)),
     key=lambda n: (n.count("."), n),
   )
   for n in names:

@@ -47,25 +47,22 @@ def test_saved_objects_load_and_compute_the_same(path):
     assert_trees_equal(got, saved["expected"][name])
 
 
+def _names_in(blobs):
+  """Every ``(module, name)`` the pickled ``blobs`` name."""
+  names = set()
+  for blob in blobs:
+    r = _Recorder(blob)
+    r.load()
+    names.update(r.names)
+  return names
+
+
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.name)
 def test_fixture_names_the_private_modules_of_each_layer(path):
   # what makes the fixture worth keeping: it names the modules a move would change
-  names = set()
-  for blob in _load(path)["objects"].values():
-    r = _Recorder(blob)
-    r.load()
-    names.update(m for m, _ in r.names)
+  modules = {m for m, _ in _names_in(_load(path)["objects"].values())}
   for layer in ("graph", "module", "nn", "training", "bridge"):
-    assert any(m.startswith(f"nnx_eqx.{layer}.") for m in names), layer
-
-
-def _names_pickled(objects):
-  names = set()
-  for obj in objects:
-    r = _Recorder(pickle.dumps(obj))
-    r.load()
-    names.update(r.names)
-  return {(m, n) for m, n in names if m.split(".")[0] == "nnx_eqx"}
+    assert any(m.startswith(f"nnx_eqx.{layer}.") for m in modules), layer
 
 
 def test_pickles_name_only_public_or_stable_paths():
@@ -81,7 +78,7 @@ def test_pickles_name_only_public_or_stable_paths():
   objects.append(nnx.from_eqx(eqx.nn.Embedding(5, 2, key=jax.random.key(0))))
   objects.append(nnx.Dict(a=nnx.BatchStat(jnp.zeros(2)), b=nnx.Cache(jnp.ones(1))))
   objects.append(nnx.graphdef(nnx.Rngs(1)))
-  names = _names_pickled(objects)
+  names = {(m, n) for m, n in _names_in(map(pickle.dumps, objects)) if m.split(".")[0] == "nnx_eqx"}
   private = sorted(
     f"{m}.{n}"
     for m, n in names

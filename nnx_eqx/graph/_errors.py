@@ -170,7 +170,8 @@ def fmt_path(path: tuple) -> str:
   return "/".join(map(str, path)) or "<root>"
 
 
-def _is_private(module: str) -> bool:
+def is_private_module(module: str) -> bool:
+  """Whether a dotted module path has a private part (one starting with ``_``)."""
   return any(part.startswith("_") for part in module.split("."))
 
 
@@ -191,7 +192,7 @@ def public_name(cls: type) -> str:
   parts = module.split(".")
   for i in range(1, len(parts) + 1):
     prefix = ".".join(parts[:i])
-    if _is_private(prefix):
+    if is_private_module(prefix):
       break
     found = sys.modules.get(prefix)
     for attr in qualname.split("."):
