@@ -23,7 +23,7 @@ Side by side in one process (interleaved rounds, medians): nnx_eqx, hand-written
   ``nnx.update``, as Equinox threads ``eqx.nn.State``) and with Ref-backed ones
   (``nnx.with_vars(model, ref=True, only=nnx.Not(nnx.Param))``: the transforms
   update them in place). The ``LostUpdateError`` message and the Equinox
-  migration page quote the extra cost of the Ref-backed calls.
+  migration page point to this table for the extra cost of the Ref-backed calls.
 
     python benchmarks/overhead.py            # full run
     python benchmarks/overhead.py --quick    # fewer repeats, smaller sizes

@@ -36,7 +36,7 @@ if str(HERE) not in sys.path:
 
 import _common  # noqa: E402
 
-SCRIPTS = ("overhead", "scan_depth", "bridge", "flax_interop")
+SCRIPTS = ("overhead", "scan_depth", "bridge", "flax_interop", "lost_updates")
 """Scripts run first, in this order; any other ``benchmarks/*.py`` with a
 ``main`` (not starting with ``_``) runs after them."""
 

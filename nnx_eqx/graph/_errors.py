@@ -39,7 +39,26 @@ class LostUpdateError(NnxError, RuntimeError):
   reading or writing such a value, calling the module, flattening it, a graph
   walk -- raises this error, naming each Variable and where it was written.
   Other modules are not concerned, and an update dropped on an object nobody
-  uses again (a temporary ``rngs.fork()``) raises nothing.
+  uses again (a temporary ``rngs.fork()``) raises nothing. A correct program
+  never sees it: staleness belongs to the Variable that was traced, not to its
+  array (a clone, an ``nnx.update`` target or a checkpoint restored from the same
+  arrays is not concerned), writing a new value to that Variable ends it, each
+  thread's traces are watched apart, a transformation that raised leaves nothing
+  stale (it returned nothing: the module holds what it held), and the lifted
+  transforms (``nnx.jit``, ``nnx.vmap``, ``nnx.scan``, ...) carry every update.
+  (flax.nnx 0.12 drops such updates without a word.)
+
+  What cannot be told, and why: a Variable passed to a transformation on its own
+  or in a plain tuple/list/dict is not linked to its copy (JAX flattens it with
+  its metadata as aux data, shared by every Variable of equal metadata), so its
+  drop is not reported; a node rebuilt by a pytree map that keeps the very arrays
+  (``jax.tree.map(lambda a: a, m)``) cannot be told from the copy Equinox's
+  ``partition`` makes to pass ``m`` to ``filter_jit``, so its drop is reported on
+  ``m`` as well while ``m`` holds those arrays; a compiled program runs without a
+  trace to watch -- after a drop found on a module still held every program
+  traces again once, but after a drop on a temporary a later call with another
+  module of that structure drops silently. (Details:
+  ``nnx_eqx/graph/tracing/_lost_updates.py``.)
 
   Fix: use ``nnx.jit``/``nnx.value_and_grad``; or return
   ``nnx.state(model, nnx.Not(nnx.Param))`` and ``nnx.update`` the module with it;

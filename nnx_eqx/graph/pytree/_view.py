@@ -34,7 +34,6 @@ from __future__ import annotations
 
 from operator import itemgetter
 from typing import Any
-from weakref import ref as _weak
 
 import jax
 from jax.tree_util import DictKey, GetAttrKey, SequenceKey
@@ -51,6 +50,22 @@ from . import _build as _pytree_build
 from . import _flags as _pytree_flags
 
 _RECORD = _pytree_build.RECORD
+
+GENERATION = [0]
+"""The generation of the NodeDefs made now: NodeDefs of different generations
+never compare equal, so compiled-program caches keyed by them miss."""
+
+
+def _new_generation() -> None:
+  """A dropped update was found (``_lost_updates``): every JAX cache keyed by the
+  structures made so far misses once, so each program traces again on its next
+  call and a drop it makes for another module of the same structure is seen
+  (a compiled program runs without a trace to watch)."""
+  GENERATION[0] += 1
+  _version.bump()
+
+
+NodeRef = _pytree_build.NodeRef
 _VIEW_RECORD = "_nnx_pv_view"  # (epoch, spec, NodeDef of this node's view made by spec)
 _set = object.__setattr__
 _new = object.__new__
@@ -62,6 +77,7 @@ PRIVATE_CACHES = (
   "_nnx_multi",
   "_nnx_in_graph",
   "_nnx_prefix_view",
+  "_nnx_from",
 )
 
 
@@ -135,7 +151,7 @@ class NodeDef:
     "build",
     "getter",
     "single",
-    "last",
+    "gen",
     "_hash",
   )
 
@@ -159,7 +175,7 @@ class NodeDef:
       self.statics["_nnx_in_graph"] = True  # changes to a rebuilt node bump the version
     # ``base``: ``statics`` with the trace token and the record (``(epoch, self)``)
     # of a node rebuilt in the trace and epoch ``base_key`` names
-    self.base, self.base_key = self.statics, (None, None)
+    self.base, self.base_key = self.statics, (None, None, False)
     self.plain = module and not refs
     self.build = _pytree_build.builder(self.keys) if self.plain else None
     # ``getter(node.__dict__)``: the children of a node flattened by the fast path
@@ -167,11 +183,7 @@ class NodeDef:
     fast = self.plain and not views and flag is None and self.keys
     self.getter = itemgetter(*self.keys) if fast else None
     self.single = len(self.keys) == 1
-    # a weak reference to the node last flattened with this definition: the copies a
-    # JAX transformation rebuilds from it are linked to its Variables (see
-    # ``_lost_updates.link``); weak, so a compiled-program cache holding this
-    # definition keeps no model alive
-    self.last = None
+    self.gen = GENERATION[0]  # (see ``_new_generation``)
     self._hash = hash((cls, layout, refs))
 
   def __reduce__(self):
@@ -182,9 +194,12 @@ class NodeDef:
   # Structures compare with their mode attributes (static values in ``layout``): a
   # mode is part of the key of every compiled-program cache (see ``_pytree_flags``).
   def __eq__(self, other):
+    if type(other) is NodeRef:  # (a node's own aux data: compares as its NodeDef)
+      other = other.nd
     return self is other or (
       type(other) is NodeDef
       and self._hash == other._hash
+      and self.gen == other.gen
       and self.cls is other.cls
       and self.meta == other.meta
       and self.layout == other.layout
@@ -371,7 +386,8 @@ def node_def(node: Any) -> NodeDef:
 
 _EPOCH = _version._epoch
 _PENDING = _lost_updates.PENDING
-_STALE = _lost_updates.STALE
+_lost_updates.ON_MARK[0] = _new_generation
+_FROM = _pytree_build.FROM
 
 
 # --------------------------------------------------------------------------
@@ -457,68 +473,75 @@ def _children(node: Any, nd: NodeDef) -> list:
   return kids
 
 
-def _remember(nd: NodeDef, node: Any) -> None:
-  """``nd.last``: a weak reference to ``node``, flattened now (see ``_lost_updates``)."""
-  try:
-    nd.last = _weak(node)
-  except TypeError:  # (a node type without weak references)
-    nd.last = None
+def _own_aux(node: Any, d: Any, rec: tuple) -> Any:
+  """The node's own aux data (a :class:`NodeRef`), made and kept in its record
+  the first time it is flattened (see ``_lost_updates``)."""
+  aux = NodeRef(rec[1], node, d.get(_FROM))
+  d[_RECORD] = (rec[0], rec[1], aux)
+  return aux
 
 
-def _flatten_pending(node: Any) -> tuple[list, NodeDef]:
-  """Flattens while writes to copies are pending or values are stale: counts the
-  Variables among the children as carried on and refuses stale ones (a map with
-  ``is_leaf`` stopping at Variables never flattens them themselves)."""
+def _aux_of(node: Any, nd: NodeDef) -> Any:
+  """The aux data ``node`` (of definition ``nd``) flattens with."""
+  d = node.__dict__
+  rec = d.get(_RECORD)
+  if rec is None or rec[1] is not nd or rec[0] != _EPOCH[0]:
+    return nd  # (a view or prefix node without a record of its own)
+  return rec[2] if len(rec) == 3 else _own_aux(node, d, rec)
+
+
+def _flatten_pending(node: Any) -> tuple[list, Any]:
+  """Flattens while writes to copies are pending: counts the Variables among
+  the children as carried on (a map with ``is_leaf`` stopping at Variables
+  never flattens them themselves)."""
   pv = node.__dict__.get(_PREFIX)
   if pv is not None:
     return _prefix_children(node, pv), pv
   nd = node_def(node)
-  _remember(nd, node)
   kids = _children(node, nd)
   _lost_updates.check_flattened(kids)
-  return kids, nd
+  again = node_def(node)
+  if again is not nd:  # (a drop found just now started a new generation of structures)
+    nd, kids = again, _children(node, again)
+  return kids, _aux_of(node, nd)
 
 
-def flatten(node: Any) -> tuple[Any, NodeDef]:
-  """``(children, aux)`` of a graph node (JAX's flatten)."""
-  if _PENDING or _STALE:  # written copies or stale values exist
+def flatten(node: Any) -> tuple[Any, Any]:
+  """``(children, aux)`` of a graph node (JAX's flatten); the aux data is the
+  node's own :class:`NodeRef`, equal to its :class:`NodeDef`."""
+  if _PENDING:  # written copies exist
     return _flatten_pending(node)
   d = node.__dict__
   rec = d.get(_RECORD)
   if rec is not None and rec[0] == _EPOCH[0]:
     nd = rec[1]
-    try:
-      nd.last = _weak(node)
-    except TypeError:  # (a node type without weak references)
-      nd.last = None
+    aux = rec[2] if len(rec) == 3 else _own_aux(node, d, rec)
     g = nd.getter
     if g is not None:  # the common case, inline
-      return ((g(d),) if nd.single else g(d)), nd
+      return ((g(d),) if nd.single else g(d)), aux
     if nd.plain and not nd.views:
       kids = [d[k] for k in nd.keys]
       if nd.flag is not None:
         kids.append(_pytree_flags.child(node, nd.mode))
-      return kids, nd
-    return _children(node, nd), nd
+      return kids, aux
+    return _children(node, nd), aux
   pv = d.get(_PREFIX)
   if pv is not None:
     return _prefix_children(node, pv), pv
   nd = _compute(node)
-  _remember(nd, node)
-  return _children(node, nd), nd
+  return _children(node, nd), _aux_of(node, nd)
 
 
-def flatten_with_keys(node: Any) -> tuple[list, NodeDef]:
+def flatten_with_keys(node: Any) -> tuple[list, Any]:
   """``([(JAX key, child)], aux)`` of a graph node."""
   pv = node.__dict__.get(_PREFIX)
   if pv is not None:
     return list(zip(pv.jkeys, _prefix_children(node, pv))), pv
   nd = node_def(node)
-  _remember(nd, node)
   kids = _children(node, nd)
-  if _PENDING or _STALE:
+  if _PENDING:
     _lost_updates.check_flattened(kids)
-  return list(zip(nd.jkeys, kids)), nd
+  return list(zip(nd.jkeys, kids)), _aux_of(node, nd)
 
 
 # --------------------------------------------------------------------------
@@ -557,23 +580,18 @@ def _prefix_children(node: Any, nd: NodeDef) -> list:
   return kids
 
 
-def unflatten(nd: NodeDef, children: Any) -> Any:
-  """A new node of ``nd``'s class with ``children`` (JAX's unflatten): no
-  ``__init__``, no ``__setattr__``; shared objects put back at every path."""
+def unflatten(aux: Any, children: Any) -> Any:
+  """A new node of ``aux``'s class with ``children`` (JAX's unflatten): no
+  ``__init__``, no ``__setattr__``; shared objects put back at every path.
+  ``aux`` is a :class:`NodeRef` (or a :class:`NodeDef`)."""
+  nd = aux.nd if type(aux) is NodeRef else aux
   if nd.plain:  # the common case (a Module, no shared objects)
-    return nd.build(nd, children)
+    return nd.build(nd, children, aux)
   cls = nd.cls
   trace = current_trace()
   kids = children if type(children) is list else list(children)
-  src = None if nd.last is None else nd.last()
-  if src is not None and in_transform():  # copies: linked to their originals
-    nd.last = None
-    if nd.module:
-      originals = [src.__dict__.get(k) for k in nd.keys]
-    else:
-      by_key = dict(node_impl(type(src)).children(src))  # type: ignore[union-attr]
-      originals = [by_key.get(k) for k in nd.keys]
-    _lost_updates.link(kids, originals)
+  if type(aux) is NodeRef and in_transform():  # copies: linked to their originals
+    _pytree_build.link_copy(aux, kids)
   flag_value = kids.pop() if nd.flag is not None else None
   d: Any
   if nd.module:
@@ -605,6 +623,7 @@ def unflatten(nd: NodeDef, children: Any) -> Any:
       _put(obj, mpath, _get(obj, tpath))
   if nd.flag is not None:
     record = _pytree_flags.apply(obj, nd.flag, flag_value)
+  d[_FROM] = aux
   if record:
     d[_RECORD] = (_EPOCH[0], nd)
   return obj

@@ -14,48 +14,88 @@ holds the value from before the call.
 
 This module makes the drop loud, on that original only:
 
-1. *Links.* The first time a Module's node definition is rebuilt in a new trace
-   (``_pytree_build.rebase``), the rebuilt Variables (copies) are linked to the
-   Variables of the node last flattened with that definition -- the one JAX
-   flattened to start the trace (``NodeDef.last``). The link is keyed by the
-   copy's tracer, so copies rebuilt again from the same tracers inside the
-   trace (Equinox's ``combine``) find it too.
+1. *Links.* Each node flattens with aux data of its own (a ``NodeRef``: the
+   node's definition and a weak reference to the node), so each node rebuilt in
+   a trace knows the very node it was rebuilt from, however many nodes share
+   one definition or one layer is reached through several arguments. Its
+   Variables (copies) are linked to that node's Variables at the same places,
+   and further out, while they hold the very same value, to the Variables of
+   the nodes that one was rebuilt from by pytree maps outside the trace
+   (Equinox's ``partition`` before ``filter_jit``). A link holds the
+   Variables weakly and the value each held then. It is also kept under the
+   copy's tracer, so copies rebuilt again from the same tracers inside the trace
+   (Equinox's ``combine``) find it too.
 2. *Pending writes.* A write to a copy (``.value = ...``, ``nnx.update``) is
-   recorded as pending, with its trace and its link; flattening the copy again
-   (JAX's flatten, a graph walk) means the value is carried on and clears it.
-3. *Stale values.* Once that trace has ended (it is neither the current trace
-   nor one it is nested in), a write still pending was dropped: the value the
-   original held when the trace started is marked *stale* (by identity; the
-   mark goes when that value is freed). Where the original is itself a copy in
-   a trace still running (nested transforms), its own write is recorded as
-   pending instead, and the drop travels outwards.
-4. *Reports.* Reading or writing a stale value through a Variable, flattening
-   that Variable, or walking a graph that holds it raises
-   :class:`LostUpdateError`, naming the Variable, where it was written and the
-   fixes. An update dropped on an object nobody holds any more (a temporary
-   ``rngs.fork()`` passed to ``jax.vmap``) leaves nothing to report; other
-   objects are never concerned. :func:`clear_lost_updates` accepts the values
-   from before the call.
+   recorded as pending, with its trace, the frame of the JAX function running
+   that trace, and its links, in the writing thread's name: each thread settles
+   its own writes, as only it can tell which of its traces still run. Flattening
+   the copy again (JAX's flatten, a graph walk) means the value is carried on
+   and clears it.
+3. *Stale Variables.* Once that trace has ended (it is neither the current trace
+   nor one it is nested in), a write still pending was dropped -- unless the
+   transformation raised (its frame did not return): then it returned nothing,
+   the caller's objects hold what they held, and nothing is marked. Otherwise the
+   linked originals that still hold the value from before the call are marked
+   *stale* -- once the transformation's call has returned to the code that called
+   it, and the finished frames of JAX that held its arguments are cleared, so a
+   temporary argument is gone by then. The mark belongs to the Variable, weakly
+   held: another object holding the same array (a clone, an ``nnx.update``
+   target, a checkpoint restored from those arrays, an ``nnx.state`` snapshot of
+   the values) is not concerned, and writing a new value to the stale Variable
+   ends the mark. Where an original is
+   itself a copy in a trace still running (nested transforms), it is marked and
+   its own write recorded as pending, and the drop travels outwards.
+4. *Reports.* Reading a stale Variable, flattening it, or walking a graph that
+   holds it raises :class:`LostUpdateError`, naming the Variable, where it was
+   written and the fixes. An update dropped on an object nobody holds any more
+   (a temporary ``rngs.fork()`` passed to ``jax.vmap``) leaves nothing to report;
+   other objects are never concerned. :func:`clear_lost_updates` accepts the
+   values from before the call.
 
 Writes under ``jax.eval_shape`` / ``eqx.filter_eval_shape`` are exempt (shape
-evaluation discards all values), and so are writes made before an error that an
-interactive session reported (``sys.last_value``): they belong to the call that
-failed. A copy whose original cannot be told (a Variable passed to a transform
-on its own, outside any Module) is not linked: its drop is not reported. Two
-nodes that share one definition (one rebuilt from the other's pytree, as
-``jax.tree.map`` does) passed to the same transformation are told apart only by
-the order of flattening: the first copy rebuilt is linked to the node flattened
-last.
+evaluation discards all values).
 
-Nothing here costs more than one test of two module-level dicts for emptiness
-while no copy has been written and no value is stale.
+What cannot be told, and why:
+
+* A Variable passed to a transformation on its own, or in a plain container
+  (tuple, list, dict) outside any Module, is not linked: JAX flattens a Variable
+  with its metadata as aux data, which every Variable with equal metadata shares;
+  giving each Variable aux data of its own would cost on every flatten of every
+  Variable. Its dropped update is not reported. (Inside a Module, in its
+  attributes or containers, it is linked through the Module.)
+* A node rebuilt by a pytree map that keeps the arrays (``jax.tree.map(lambda
+  a: a, m)``) cannot be told from the copy Equinox's ``partition`` makes to
+  pass ``m`` to ``filter_jit``: a dropped update of the rebuilt node marks ``m``
+  as well while ``m`` still holds those very arrays. (A map that makes new
+  arrays, ``lambda a: a + 0``, gives a node of its own.)
+* A compiled program runs without a trace to watch. Once a drop is found on a
+  Variable still held, every structure made so far compares unequal to the new
+  ones (``pytree._view.GENERATION``), so each compiled program traces again on
+  its next call and a drop it makes for another module of the same structure is
+  seen. A drop on a temporary starts no new generation (a loop passing a fresh
+  ``nnx.Rngs`` to one jitted function would trace at every call): a later call
+  of that compiled program with a module of the same structure drops its update
+  silently.
+* A node type that takes no weak reference is not linked.
+
+Costs. While no copy has been written and no Variable is stale, the checks here
+are tests of two module-level dicts for emptiness; while some Variable is stale
+anywhere, a Variable flattened or read costs one more dict look-up, Module
+flattens cost nothing more, and a cached graph walk is checked once per new
+stale mark. The links cost one ``NodeRef`` (and its weak reference) per node, made
+the first time the node is flattened: nothing for a module flattened again, but
+a node that a pytree map just rebuilt (every call of an Equinox-style step
+rebuilds the whole model) makes one at its first flatten, and these allocations
+add Python garbage collections to such a step (see ``benchmarks/lost_updates.py``).
 """
 
 from __future__ import annotations
 
+import dis
 import os
 import pathlib
 import sys
+import threading
 import weakref
 from typing import Any
 
@@ -65,30 +105,42 @@ from .._errors import LostUpdateError
 from ._traces import current_trace_object, in_transform, live_traces
 
 COPY_MARK = "_nnx_copy"
-"""Key in a Variable's ``__dict__``: it was rebuilt from a tracer by pytree unflattening."""
+"""Key in a Variable's ``__dict__``: it was rebuilt from a tracer by pytree
+unflattening (True), or, once linked, the Variables it was rebuilt from (see
+:func:`link`)."""
 
-PENDING: dict[int, tuple[Any, str, Any, Any]] = {}
-"""``id(copy) -> (weak reference to its trace, description, sys.last_value then,
-link)`` of written copies; the link is ``(weak reference to the original
-Variable, reference to the value it held)`` or None."""
+PENDING: dict[int, tuple] = {}
+"""``id(copy) -> (thread, weak reference to the copy's trace, description, the
+frame running that trace, chain)`` of written copies, for every thread; each
+thread settles its own only. ``chain``: see :func:`_origins`."""
 
-LINKS: dict[int, tuple[Any, Any, Any]] = {}
-"""``id(tracer) -> (weak reference to the tracer, weak reference to the original
-Variable, reference to its value)``: the copies' values in running traces, with
-the Variables they were rebuilt from."""
+LINKS: dict[int, tuple] = {}
+"""``id(tracer) -> (weak reference to the tracer, originals)``: the copies'
+values in running traces, with the Variables they were rebuilt from, so that
+copies rebuilt again from the same tracers (Equinox's ``combine``) find them."""
 
-STALE: dict[int, tuple[Any, str, list]] = {}
-"""``id(value) -> (weak reference to the value, description, [reported])``: values
-that a dropped update left stale."""
+STALE: dict[int, tuple] = {}
+"""``id(variable) -> (weak reference to it, the stale value, description,
+[reported])``: Variables that a dropped update left stale. A Variable is stale
+while it still holds that value: a new value written to it ends the mark."""
 
-_SWEPT: list = [None]
-"""``[id of the trace]`` where the pending writes were last swept, and none was
-written since."""
+STALE_EPOCH = [0]
+"""Bumped when a Variable is marked stale: a cached graph walk checked for
+stale Variables at this epoch needs no new check."""
+
+_SWEPT: dict[int, int] = {}
+"""``thread -> id of the trace`` where that thread's pending writes were last
+swept, none written since."""
 
 # the package's folder: as many levels up as this module's name is deep
 _HERE = str(pathlib.Path(os.path.abspath(__file__)).parents[__name__.count(".") - 1])
 _WRAPPERS = ("jaxtyping", "beartype", "typeguard")  # call wrappers: not where a write is made
 _SHAPE_EVALUATORS = frozenset({"eval_shape", "filter_eval_shape"})
+_RETURNS = frozenset(dis.opmap[n] for n in ("RETURN_VALUE", "RETURN_CONST") if n in dis.opmap)
+_MAX_FRAMES = 256  # frames searched for the one running a trace
+_MAX_DEPTH = 64  # transformations nested deeper are not followed
+_Tracer = jax.core.Tracer
+_ident = threading.get_ident
 
 
 def _under_shape_evaluation(frame: Any) -> bool:
@@ -142,83 +194,208 @@ def _describe(var: Any, frame: Any) -> str:
   return text
 
 
-def _ref(value: Any, on_death: Any = None) -> Any:
-  """A weak reference to ``value``, or None where it takes none (a Python scalar)."""
+def _running(trace: Any, frame: Any) -> Any:
+  """The frame (at or above ``frame``) of the JAX function that runs ``trace``:
+  the innermost whose locals hold it. Whether that frame returned tells a
+  transformation that finished from one that raised."""
+  f, seen = frame, 0
+  while f is not None and seen < _MAX_FRAMES:
+    if any(v is trace for v in f.f_locals.values()):
+      return f
+    f, seen = f.f_back, seen + 1
+  return None
+
+
+_LIBRARIES = ("/jax/", "/jaxlib/", "/equinox/", *(f"/{w}/" for w in _WRAPPERS))
+
+
+def _in_library(frame: Any) -> bool:
+  """Whether ``frame`` runs JAX, Equinox, a call wrapper or this package (not the
+  user's code that called a transformation)."""
+  file = frame.f_code.co_filename
+  return file.startswith(_HERE) or any(lib in file for lib in _LIBRARIES)
+
+
+def _returned_to_caller(frame: Any) -> bool:
+  """Whether the transformation whose trace ran in ``frame`` has returned to the
+  code that called it: none of the library frames from ``frame`` outwards is on
+  the calling thread's stack (until then they hold its arguments)."""
+  stack = set()
+  f: Any = sys._getframe(1)
+  while f is not None:
+    stack.add(id(f))
+    f = f.f_back
+  f, seen = frame, 0
+  while f is not None and seen < _MAX_FRAMES and (seen == 0 or _in_library(f)):
+    if id(f) in stack:
+      return False
+    f, seen = f.f_back, seen + 1
+  return True
+
+
+def _release(frame: Any) -> None:
+  """Clears the locals of ``frame`` and the finished library frames outwards of it,
+  which a pending write kept: the arguments they held go with them."""
+  f, seen = frame, 0
+  while f is not None and seen < _MAX_FRAMES and (seen == 0 or _in_library(f)):
+    try:
+      f.clear()
+    except RuntimeError:  # (still running)
+      return
+    f, seen = f.f_back, seen + 1
+
+
+def _returned(frame: Any) -> bool:
+  """Whether ``frame`` (of a finished call) ended by returning, not by an exception."""
+  if frame is None:
+    return True
   try:
-    return weakref.ref(value, on_death)
-  except TypeError:
-    return None
+    return frame.f_code.co_code[frame.f_lasti] in _RETURNS
+  except (IndexError, AttributeError):
+    return True
 
 
 VARIABLE: list = [None]
 """``[Variable]``: installed by ``_variables``, which builds on this module."""
 
 
-def link(copies: Any, originals: Any) -> None:
-  """Links the Variables among ``copies`` (the children of a node just rebuilt in
-  a new trace) to those at the same places in ``originals`` (the children of the
-  node JAX flattened to start the trace: ``NodeDef.last``)."""
-  _pair(copies, originals, VARIABLE[0])
+def link(copies: Any, levels: Any) -> None:
+  """Links the Variables among ``copies`` (the children of a node just rebuilt
+  in a JAX trace) to those at the same places in ``levels[0]`` (the children of
+  the node it was rebuilt from) and, while they hold the very same value, in
+  ``levels[1:]`` (the nodes that one was rebuilt from by pytree maps outside
+  the trace, such as Equinox's ``partition``)."""
+  _pair(copies, levels, VARIABLE[0])
 
 
-def _pair(copies: Any, originals: Any, variable: type) -> None:
-  for c, o in zip(copies, originals):
+def _pair(copies: Any, levels: Any, variable: type) -> None:
+  first = levels[0]
+  for i in range(min(len(copies), len(first))):  # (a mode child, last, is not a Variable)
+    c, o = copies[i], first[i]
     if isinstance(c, variable):
-      cd = c.__dict__
-      if COPY_MARK in cd and isinstance(o, variable) and type(o) is type(c):
-        tracer, value = cd["_value"], o.__dict__["_value"]
-        if tracer is value:  # (rebuilt from the same value: a view, no new trace level)
-          continue
-        key = id(tracer)
-        tracer_ref = _ref(tracer, lambda r, k=key: _forget(LINKS, k, r, 0))
-        value_ref = _ref(value)
-        if tracer_ref is not None and value_ref is not None:
-          LINKS[key] = (tracer_ref, weakref.ref(o), value_ref)
+      _pair_variable(c, o, [lvl[i] if i < len(lvl) else None for lvl in levels], variable)
     elif type(c) in (list, tuple) and type(o) is type(c) and len(c) == len(o):
-      _pair(c, o, variable)
+      _pair_nested(c, levels, i)
     elif type(c) is dict and type(o) is dict and c.keys() == o.keys():
-      _pair(c.values(), [o[k] for k in c], variable)
+      _pair_nested(c, levels, i)
 
 
-def _forget(table: dict, key: int, ref: Any, at: int) -> None:
+def _pair_variable(c: Any, o: Any, outer: list, variable: type) -> None:
+  """Links the copy ``c`` to ``o`` (``outer[0]``) and the Variables further out
+  in ``outer`` that hold the same value."""
+  cd = c.__dict__
+  if COPY_MARK not in cd:
+    return
+  value = cd["_value"]
+  trace = current_trace_object()
+  if isinstance(value, _Tracer) and value._trace is trace:  # traced in this trace
+    e = LINKS.get(id(value))
+    if e is not None and e[0]() is value:  # rebuilt again from the tracer of a copy
+      cd[COPY_MARK] = e[1]  # (Equinox's combine, whichever tree comes first)
+      return
+    if not isinstance(o, variable) or type(o) is not type(c):
+      return
+    held = o.__dict__["_value"]
+    if held is None:  # (a placeholder: ``partition``'s other half)
+      return
+    cd[COPY_MARK] = mark = _aliases(outer, held, type(c), variable)
+    key = id(value)
+    LINKS[key] = (weakref.ref(value, _forgetter(LINKS, key)), mark)
+    return
+  # a value held as is, not traced here (a leaf a filtered transformation closes
+  # over and Equinox's combine puts back, an unmapped one under vmap, an int under
+  # grad, a tracer of an outer trace): held by the original, wherever its own copy
+  # holds a placeholder
+  if value is None:
+    return
+  here = cd.get("_trace")
+  for j, a in enumerate(outer):
+    if isinstance(a, variable) and a.__dict__.get("_value") is value:
+      inherited = a.__dict__.get(COPY_MARK)
+      if type(inherited) is tuple and a.__dict__.get("_trace") == here:
+        cd[COPY_MARK] = inherited  # (a copy of a copy in this trace)
+      else:
+        cd[COPY_MARK] = _aliases(outer[j:], value, type(c), variable)
+      return
+
+
+def _aliases(outer: list, value: Any, cls: type, variable: type) -> tuple:
+  """``((weak reference, value), ...)`` of the Variables of ``outer`` from the
+  first on, while they are ``cls`` Variables holding ``value`` itself."""
+  out = []
+  for a in outer:
+    if not isinstance(a, variable) or type(a) is not cls or a.__dict__.get("_value") is not value:
+      break
+    out.append((weakref.ref(a), value))
+  return tuple(out)
+
+
+def _pair_nested(c: Any, levels: Any, i: int) -> None:
+  """Pairs the items of the container ``c`` (child ``i``) with those of the
+  containers at ``i`` in each level (as far as they have the same shape)."""
+  inner = []
+  for lvl in levels:
+    o: Any = lvl[i] if i < len(lvl) else None
+    if type(o) is not type(c) or len(o) != len(c):
+      break
+    if type(c) is dict:
+      if o.keys() != c.keys():
+        break
+      o = [o[k] for k in c]
+    inner.append(list(o))
+  if inner:
+    _pair(list(c.values()) if type(c) is dict else list(c), inner, VARIABLE[0])
+
+
+def _forgetter(table: dict, key: int) -> Any:
+  """The weak reference callback that removes ``table[key]`` with its object."""
+
+  def forget(ref: Any, table: dict = table, key: int = key) -> None:
+    e = table.get(key)  # (no global look-up: it may run while the interpreter exits)
+    if e is not None and e[0] is ref:
+      del table[key]
+
+  return forget
+
+
+def _forget(table: dict, key: int, ref: Any) -> None:
   """Weak reference callback: the entry ``key`` goes with the object ``ref`` named."""
   e = table.get(key)
-  if e is not None and e[at] is ref:
+  if e is not None and e[0] is ref:
     del table[key]
 
 
-def _origins(value: Any) -> tuple:
-  """Where the value of a copy came from, outwards: per step ``(weak reference to
-  the Variable, to its value, to the trace of that value or None)``, ending at a
-  value held outside every trace (the original's) or where no link is known."""
-  chain: list[tuple] = []
-  while True:
-    e = LINKS.get(id(value))
-    if e is not None and e[0]() is value and e[2]() is not value:
-      var_ref, value_ref = e[1], e[2]
-      value = value_ref()
-    elif not chain and not isinstance(value, _Tracer):
-      # a concrete value in a copy (a leaf that a filtered transform closes over,
-      # Equinox's combine puts back): held as is by the original
-      var_ref, value_ref = _DEAD, _ref(value)
-    else:
-      break
-    if value is None or value_ref is None:
-      break
-    trace = getattr(value, "_trace", None) if isinstance(value, _Tracer) else None
-    chain.append((var_ref, value_ref, None if trace is None else _ref(trace)))
-    if trace is None or len(chain) > _MAX_DEPTH:
-      break
-  return tuple(chain)
-
-
-def _dead() -> None:
+def _origin_of(var: Any) -> tuple | None:
+  """The Variables ``var`` (a copy) was rebuilt from: ``((weak reference, value
+  it held then), ...)``, nearest first (all holding one value)."""
+  d = var.__dict__
+  mark = d.get(COPY_MARK)
+  if type(mark) is tuple:
+    return mark or None
+  value = d.get("_value")
+  e = LINKS.get(id(value))
+  if e is not None and e[0]() is value:
+    return e[1] or None
   return None
 
 
-_DEAD = _dead
-_MAX_DEPTH = 64  # transformations nested deeper are not followed
-_Tracer = jax.core.Tracer
+def _origins(var: Any) -> tuple:
+  """Where the value of a copy came from, outwards: per step ``(originals, weak
+  reference to the trace of their value or None)``, ending at Variables held
+  outside every trace or where no link is known."""
+  chain: list[tuple] = []
+  origin = _origin_of(var)
+  while origin is not None and len(chain) <= _MAX_DEPTH:
+    value = origin[0][1]
+    trace = value._trace if isinstance(value, _Tracer) else None
+    chain.append((origin, None if trace is None else weakref.ref(trace)))
+    if trace is None:
+      break
+    nearest = origin[0][0]()
+    if nearest is None:
+      break
+    origin = _origin_of(nearest)
+  return tuple(chain)
 
 
 def note_write(var: Any) -> None:
@@ -232,12 +409,13 @@ def note_write(var: Any) -> None:
     return
   trace = current_trace_object()
   PENDING[key] = (
+    _ident(),
     None if trace is None else weakref.ref(trace),
     _describe(var, frame),
-    getattr(sys, "last_value", None),
-    _origins(var.__dict__["_value"]),
+    None if trace is None else _running(trace, frame),
+    _origins(var),
   )
-  _SWEPT[0] = None
+  _SWEPT.pop(_ident(), None)
 
 
 def carried(variables: Any) -> None:
@@ -248,95 +426,142 @@ def carried(variables: Any) -> None:
 
 
 def reset() -> None:
-  """Forgets every pending write, link and stale value."""
+  """Forgets every pending write, link and stale mark."""
   PENDING.clear()
   LINKS.clear()
   STALE.clear()
-  _SWEPT[0] = None
+  _SWEPT.clear()
 
 
 def _sweep() -> None:
-  """Settles the pending writes whose trace has ended: the values their
-  originals held are marked stale (where an original is a copy in a trace still
-  running, its value is stale and its own write pending in turn)."""
+  """Settles this thread's pending writes whose trace has ended: the Variables
+  they were rebuilt from are marked stale (where one is a copy in a trace still
+  running, it is stale and its own write pending in turn). A write whose
+  transformation raised is forgotten: the caller's objects are as they were."""
   live = live_traces()
   if live is None:  # cannot tell which traces are still running: only the top level can
     if in_transform():
       return
     live = set()
-  last = getattr(sys, "last_value", None)
-  for key, (trace_ref, what, last_then, chain) in list(PENDING.items()):
+  me = _ident()
+  running: set | None = None
+  for key, entry in list(PENDING.items()):
+    thread, trace_ref, what, frame, chain = entry
+    if thread != me:
+      if running is None:
+        running = {t.ident for t in threading.enumerate()}
+      if thread in running:
+        continue  # (another thread's: settled there, which alone sees its traces)
+      # (a thread that ended: every trace it ran has ended)
     trace = None if trace_ref is None else trace_ref()
     if trace is not None and id(trace) in live:
       continue
-    del PENDING[key]
-    if last is last_then:  # (else an interactive session showed an error since:
-      _settle_chain(chain, what, last_then, live)  # the write belongs to the call that failed)
+    if frame is not None and thread == me and not _returned_to_caller(frame):
+      continue  # (the transformation's call has not returned yet: its arguments are held)
+    if PENDING.get(key) is entry:
+      del PENDING[key]
+    returned = _returned(frame)  # (else the transformation raised: nothing was dropped)
+    _release(frame)  # a temporary its frames held is not kept for a mark
+    del entry, frame
+    if returned:
+      _settle_chain(chain, what, live)
 
 
-def _settle_chain(chain: tuple, what: str, last_then: Any, live: set) -> None:
-  for i, (var_ref, value_ref, trace_ref) in enumerate(chain):
-    value = value_ref()
-    if trace_ref is None:  # the original's value (None: nobody holds it any more)
-      if value is not None:
-        _mark_stale(value, what)
+def _settle_chain(chain: tuple, what: str, live: set) -> None:
+  for i, (origin, trace_ref) in enumerate(chain):
+    if trace_ref is None:  # Variables held outside every trace
+      _mark_stale(origin, what, outside=True)
       return
     trace = trace_ref()
-    if value is not None and trace is not None and id(trace) in live:
-      # a copy in a trace still running
-      _mark_stale(value, what)
-      var = var_ref()
-      if var is not None:
-        PENDING[id(var)] = (trace_ref, what, last_then, chain[i + 1 :])
+    if trace is not None and id(trace) in live:  # copies in a trace still running
+      _mark_stale(origin, what)
+      nearest = origin[0][0]()
+      if nearest is not None:
+        frame = _running(trace, sys._getframe(1))
+        PENDING[id(nearest)] = (_ident(), trace_ref, what, frame, chain[i + 1 :])
       return
-    # (that trace has ended too: its original, further out)
+    # (that trace has ended too: its originals, further out)
 
 
-def _mark_stale(value: Any, what: str) -> None:
-  key = id(value)
-  e = STALE.get(key)
-  if e is not None and e[0]() is value:
-    return
-  ref = _ref(value, lambda r, k=key: _forget(STALE, k, r, 0))
-  if ref is None:  # (a Python scalar: shared by identity with unrelated objects)
-    return
-  STALE[key] = (ref, what, [False])
+ON_MARK: list = [None]
+"""``[() -> None]``: called when a Variable outside every trace is marked stale;
+installed by the pytree view, which makes compiled-program caches miss once."""
+
+
+def _mark_stale(origin: tuple, what: str, outside: bool = False) -> None:
+  marked = False
+  for var_ref, value in origin:
+    var = var_ref()
+    if var is None or var.__dict__.get("_value") is not value:
+      continue  # (gone, or written since: not stale)
+    key = id(var)
+    e = STALE.get(key)
+    if e is not None and e[0]() is var and e[1] is value:
+      continue
+    STALE[key] = (weakref.ref(var, _forgetter(STALE, key)), value, what, [False])
+    STALE_EPOCH[0] += 1
+    marked = True
+  if marked and outside and ON_MARK[0] is not None:
+    ON_MARK[0]()
 
 
 def _settle() -> None:
-  """Sweeps the pending writes, unless already done in this trace since the last write."""
+  """Sweeps this thread's pending writes, unless already done in this trace
+  since the last write."""
   t = current_trace_object()
-  if t is not None and _SWEPT[0] == id(t):
+  me = _ident()
+  tid = None if t is None else id(t)
+  if tid is not None and _SWEPT.get(me) == tid:
     return
   _sweep()
-  _SWEPT[0] = None if t is None else id(t)
+  if tid is None:
+    _SWEPT.pop(me, None)
+  else:
+    _SWEPT[me] = tid
 
 
-def check_value(value: Any) -> None:
-  """Raises :class:`LostUpdateError` if ``value`` (read or replaced through a
-  Variable) is stale."""
+def _stale_entry(var: Any) -> tuple | None:
+  e = STALE.get(id(var))
+  if e is not None and e[0]() is var and var.__dict__.get("_value") is e[1]:
+    return e
+  return None
+
+
+def check_variable(var: Any) -> None:
+  """Raises :class:`LostUpdateError` if ``var`` (read, or read out) is stale."""
   if PENDING:
     _settle()
   if STALE:
-    e = STALE.get(id(value))
-    if e is not None and e[0]() is value:
+    e = _stale_entry(var)
+    if e is not None:
+      _raise(e)
+
+
+def check_flattened_variable(var: Any) -> None:
+  """``var`` is flattened: carries its pending write on, and raises
+  :class:`LostUpdateError` if it is stale."""
+  if PENDING:
+    PENDING.pop(id(var), None)
+    _settle()
+  if STALE:
+    e = _stale_entry(var)
+    if e is not None:
       _raise(e)
 
 
 def check_flattened(variables: Any) -> None:
   """``variables`` (children of a node, or the slots of a graph walk) are read
   out: carries their pending writes on, and raises :class:`LostUpdateError` if
-  one among them holds a stale value."""
+  one among them is stale."""
   if PENDING:
     carried(variables)
     _settle()
   if STALE:
     found: list[tuple] = []
     for v in variables:
-      d = getattr(v, "__dict__", None)
-      if d is not None and "_value" in d:
-        e = STALE.get(id(d["_value"]))
-        if e is not None and e[0]() is d["_value"] and all(f is not e for f in found):
+      if id(v) in STALE:
+        e = _stale_entry(v)
+        if e is not None and all(f is not e for f in found):
           found.append(e)
     if found:
       _raise(*found)
@@ -344,8 +569,8 @@ def check_flattened(variables: Any) -> None:
 
 def _raise(*entries: tuple) -> None:
   for e in entries:
-    e[2][0] = True
-  listing = "\n".join(f"  - {e[1]}" for e in entries)
+    e[3][0] = True
+  listing = "\n".join(f"  - {e[2]}" for e in entries)
   raise LostUpdateError(
     f"{len(entries)} Variable(s) hold a stale value: state update(s) made inside a JAX"
     f" transformation were dropped:\n{listing}\n"
@@ -365,18 +590,21 @@ def _raise(*entries: tuple) -> None:
     "  4. if the update is not wanted (evaluation), switch the layers off first:"
     " `model.eval()` or `eqx.nn.inference_mode(model)`.\n"
     "Then call `nnx.clear_lost_updates(model)` to go on from the values before the"
-    " dropped call (or build the module again), and run the fixed call. If the"
-    " transformation raised an exception after the update, these values are those from"
-    " before the failed call and nothing more is wrong: clear them the same way."
+    " dropped call (or build the module again), and run the fixed call."
   )
 
 
 def unreported() -> list[str]:
-  """Descriptions of the dropped updates whose stale value is still held but was
-  never reported (read at the top level, where every trace has ended)."""
+  """Descriptions of the dropped updates whose stale Variable is still held but
+  was never reported (read at the top level, where every trace has ended)."""
   if PENDING:
     _sweep()
-  return [e[1] for e in list(STALE.values()) if e[0]() is not None and not e[2][0]]
+  out = []
+  for e in list(STALE.values()):
+    var = e[0]()
+    if var is not None and var.__dict__.get("_value") is e[1] and not e[3][0]:
+      out.append(e[2])
+  return out
 
 
 def clear_lost_updates(*nodes: Any) -> None:
@@ -385,10 +613,13 @@ def clear_lost_updates(*nodes: Any) -> None:
 
   A JAX transformation that drops a state update leaves the module with the
   values from before the call; reading them raises
-  :class:`~nnx_eqx.LostUpdateError` until this is called.
+  :class:`~nnx_eqx.LostUpdateError` until this is called (or a new value is
+  written to each stale Variable). flax.nnx has no counterpart: it drops such
+  updates silently.
 
   Args:
-    *nodes: Modules, Variables or any pytrees of them.
+    *nodes: Modules, Variables or any pytrees of them (clearing one that holds
+      nothing stale does nothing).
 
   Example:
     >>> import jax, jax.numpy as jnp, nnx_eqx as nnx
@@ -412,7 +643,7 @@ def clear_lost_updates(*nodes: Any) -> None:
   STALE.clear()
   try:
     found = jax.tree.leaves(nodes, is_leaf=lambda x: isinstance(x, variable))
-    held = {id(v.__dict__["_value"]) for v in found if isinstance(v, variable)}
+    held = {id(v) for v in found if isinstance(v, variable)}
   finally:
     for key, e in saved.items():
       if key not in held:

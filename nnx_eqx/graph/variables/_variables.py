@@ -22,8 +22,8 @@ from ..tracing._lost_updates import COPY_MARK as _COPY_MARK
 from ..tracing._lost_updates import PENDING as _PENDING
 from ..tracing._lost_updates import STALE as _STALE
 from ..tracing._lost_updates import VARIABLE as _LOST_UPDATES_VARIABLE
-from ..tracing._lost_updates import check_flattened as _check_flattened
-from ..tracing._lost_updates import check_value as _check_value
+from ..tracing._lost_updates import check_flattened_variable as _check_flattened_variable
+from ..tracing._lost_updates import check_variable as _check_variable
 from ..tracing._lost_updates import note_write as _note_write
 from ..tracing._traces import CURRENT as _CURRENT_TRACE
 from ..tracing._traces import TRACE_REF as _TRACE_REF
@@ -119,11 +119,17 @@ def _write_ref(var: Variable, ref: Any, new: Any) -> None:
 
 
 def _read(v):
-  """A stored value as an array: a ``jax.Ref`` (ref mode) is read with ``ref[...]``.
+  """A stored value as an array: a ``jax.Ref`` (ref mode) is read with ``ref[...]``."""
+  return v[...] if isinstance(v, _Ref) else v
 
-  Raises LostUpdateError where a dropped update left ``v`` stale (see ``_lost_updates``)."""
+
+def _read_var(var):
+  """The value of the Variable ``var``, read out of its ``jax.Ref`` in ref mode.
+
+  Raises LostUpdateError where a dropped update left ``var`` stale (see ``_lost_updates``)."""
   if _PENDING or _STALE:
-    _check_value(v)
+    _check_variable(var)
+  v = var.__dict__["_value"]
   return v[...] if isinstance(v, _Ref) else v
 
 
@@ -132,7 +138,7 @@ def _to_ref(value):
 
 
 def _unwrap(x):
-  return _read(x._value) if isinstance(x, Variable) else x
+  return _read_var(x) if isinstance(x, Variable) else x
 
 
 TO_HIJAX: list = [None]
@@ -222,15 +228,15 @@ class Variable(MetadataMethods, Generic[A]):
   @property
   def value(self) -> A:
     """The wrapped value (read out of the ``jax.Ref`` in ref mode)."""
-    return _read(self._value)
+    return _read_var(self)
 
   @value.setter
   def value(self, new: A) -> None:
     new = new._value if isinstance(new, Variable) else new
     d = self.__dict__
     old = d["_value"]
-    if _PENDING or _STALE:  # (a dropped update left the old value stale: refused)
-      _check_value(old)
+    if _STALE:  # (a new value ends a stale mark a dropped update left)
+      _STALE.pop(id(self), None)
     if isinstance(old, _Ref) and not isinstance(new, _Ref):
       # a write into the Variable's jax.Ref: JAX itself orders it and carries it out
       # of any transform (a captured ref-mode Variable updated inside jax.grad or
@@ -263,7 +269,7 @@ class Variable(MetadataMethods, Generic[A]):
     Subclasses may override it to transform what indexing (``v[...]``) reads;
     ``get_raw_value`` always returns the stored value.
     """
-    return _read(self._value)
+    return _read_var(self)
 
   def set_value(self, new: A) -> None:
     """Sets the value (flax.nnx spelling); same checks as ``.value = new``.
@@ -276,7 +282,7 @@ class Variable(MetadataMethods, Generic[A]):
   def get_raw_value(self) -> A:
     """The stored value (the ``jax.Ref`` in ref mode), bypassing ``get_value`` overrides."""
     if _PENDING or _STALE:
-      _check_value(self._value)
+      _check_variable(self)
     return self._value
 
   def set_raw_value(self, new: A) -> None:
@@ -422,7 +428,7 @@ class Variable(MetadataMethods, Generic[A]):
   # -- array-like protocol ------------------------------------------------
   @property
   def shape(self):
-    return np.shape(_read(self._value))
+    return np.shape(_read_var(self))
 
   @property
   def dtype(self):
@@ -430,36 +436,36 @@ class Variable(MetadataMethods, Generic[A]):
 
   @property
   def ndim(self) -> int:
-    return np.ndim(_read(self._value))
+    return np.ndim(_read_var(self))
 
   @property
   def size(self) -> int:
-    return int(np.size(_read(self._value)))
+    return int(np.size(_read_var(self)))
 
   def __array__(self, dtype=None, copy=None):
-    return np.asarray(_read(self._value), dtype=dtype)
+    return np.asarray(_read_var(self), dtype=dtype)
 
   def __jax_array__(self):
     # jax's array-like protocol: ``jnp.sin(param)`` reads the value, as in flax.nnx.
-    return jax.numpy.asarray(_read(self._value))
+    return jax.numpy.asarray(_read_var(self))
 
   def __len__(self) -> int:
-    return len(_read(self._value))  # type: ignore[arg-type]
+    return len(_read_var(self))  # type: ignore[arg-type]
 
   def __iter__(self):
-    return iter(_read(self._value))  # type: ignore[call-overload]
+    return iter(_read_var(self))  # type: ignore[call-overload]
 
   def __bool__(self) -> bool:
-    return bool(_read(self._value))
+    return bool(_read_var(self))
 
   def __int__(self) -> int:
-    return int(_read(self._value))  # type: ignore[call-overload]
+    return int(_read_var(self))  # type: ignore[call-overload]
 
   def __float__(self) -> float:
-    return float(_read(self._value))  # type: ignore[arg-type]
+    return float(_read_var(self))  # type: ignore[arg-type]
 
   def __index__(self) -> int:
-    return operator.index(_read(self._value))  # type: ignore[arg-type]
+    return operator.index(_read_var(self))  # type: ignore[arg-type]
 
   def _repr_pretty_(self, p, cycle):  # IPython
     p.text(repr(self))
@@ -469,18 +475,18 @@ def _binary(op, reflected=False):
   if reflected:
 
     def method(self, other):
-      return op(_unwrap(other), _read(self._value))
+      return op(_unwrap(other), _read_var(self))
   else:
 
     def method(self, other):
-      return op(_read(self._value), _unwrap(other))
+      return op(_read_var(self), _unwrap(other))
 
   return method
 
 
 def _inplace(op):
   def method(self, other):
-    self.value = op(_read(self._value), _unwrap(other))
+    self.value = op(_read_var(self), _unwrap(other))
     return self
 
   return method
@@ -520,7 +526,7 @@ for _name, _op in _COMPARISONS.items():
 
 def _unary(op):
   def method(self):
-    return op(_read(self._value))
+    return op(_read_var(self))
 
   return method
 
@@ -612,13 +618,13 @@ _VALUE_KEY = jax.tree_util.GetAttrKey("value")
 
 def _var_flatten_with_keys(v: Variable):
   if _PENDING or _STALE:
-    _check_flattened((v,))
+    _check_flattened_variable(v)
   return ((_VALUE_KEY, v.__dict__["_value"]),), _aux(v)
 
 
 def _var_flatten(v: Variable):  # a hot path: ``_aux`` inlined
-  if _PENDING or _STALE:
-    _check_flattened((v,))
+  if _PENDING or (_STALE and id(v) in _STALE):
+    _check_flattened_variable(v)
   d = v.__dict__
   md = d.get("_metadata")
   return (d["_value"],), (_metadata_aux(md) if md else ())

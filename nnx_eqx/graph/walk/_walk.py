@@ -130,6 +130,7 @@ class Walk:
       ``_links``; ``node_links`` holds the links themselves).
     value_dicts: when every leaf is a Variable, their ``__dict__``s, through
       which values are read and written without attribute lookups; else None.
+    checked: the ``_lost_updates.STALE_EPOCH`` at which no slot was stale.
   """
 
   __slots__ = (
@@ -146,6 +147,7 @@ class Walk:
     "refs",
     "value_dicts",
     "shared",
+    "checked",
     "__weakref__",
   )
 
@@ -162,6 +164,7 @@ class Walk:
     self._filter_cache: dict = {}
     self.refs: tuple = ()
     self.shared: tuple | None = None  # (first path, second path, object) of a repeat
+    self.checked = -1  # the stale-mark epoch at which no slot was stale (see ``walk``)
     self.value_dicts: list | None = (
       [s.__dict__ for s in slots] if all(isinstance(s, Variable) for s in slots) else None
     )
@@ -632,8 +635,12 @@ def walk(root: Any, leaf_root: bool = False) -> Walk:
   """
   if _lost_updates.PENDING or _lost_updates.STALE:
     w = _walk(root, leaf_root)
-    # their values are read out: pending writes travel on, stale values are refused
-    _lost_updates.check_flattened(w.slots)
+    # their values are read out: pending writes travel on, stale Variables are
+    # refused (a cached walk found clean is not checked again until a new mark)
+    epoch = _lost_updates.STALE_EPOCH[0]
+    if _lost_updates.PENDING or w.checked != epoch:
+      _lost_updates.check_flattened(w.slots)
+      w.checked = epoch
     return w
   return _walk(root, leaf_root)
 
