@@ -14,9 +14,16 @@ Two tables, each measured side by side in this process:
   ``nnx.from_eqx(eqx.nn.MLP(16, 16, 16, 32))`` against the same step over the
   Equinox MLP (targets: 1.10x batched, 1.20x per example). Every call flattens
   and rebuilds the whole model, so per-flatten work of the watch shows here.
+* ``before`` (only with ``--before DIR``, a checkout of the package from before
+  the watch, e.g. ``git worktree add DIR <commit>``): the same measurements run
+  in fresh processes over this tree and over ``DIR``, alternately, with the
+  ratio of their medians: rebuilding and flattening a fresh model of 100
+  ``Linear`` layers, of 100 ``BatchNorm`` layers (state Variables, which the
+  watch links), and the Equinox-style step.
 
     python benchmarks/lost_updates.py            # full run
     python benchmarks/lost_updates.py --quick    # fewer repeats
+    python benchmarks/lost_updates.py --before /path/to/older/checkout
 
 ``main`` returns ``{"watch": rows, "eqx_step": rows}``.
 """
@@ -25,7 +32,11 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
+import os
 import pathlib
+import statistics
+import subprocess
 import sys
 import time
 
@@ -122,13 +133,81 @@ def eqx_step_rows(n: int, rounds: int) -> list[dict]:
   return rows
 
 
+class BnStack(nnx.Module):
+  def __init__(self, n: int, rngs: nnx.Rngs):
+    self.layers = nnx.List([nnx.BatchNorm(4, rngs=rngs) for _ in range(n)])
+
+
+def _measure_once(n: int) -> dict[str, float]:
+  """Microseconds of each ``before`` case in this process: the best of 5 rounds
+  for the rebuilds, the median of 9 rounds for the step (each call blocked on)."""
+  out = {}
+  for name, model in (
+    (f"rebuild + flatten, {LAYERS} Linear", Stack(LAYERS, nnx.Rngs(0))),
+    (f"rebuild + flatten, {LAYERS} BatchNorm", BnStack(LAYERS, nnx.Rngs(0))),
+  ):
+    leaves, tree = jax.tree.flatten(model)
+    fn = lambda tree=tree, leaves=leaves: jax.tree.flatten(jax.tree.unflatten(tree, leaves))  # noqa: E731
+    out[name] = min(_time(fn, n) for _ in range(5))
+  for batched in (True, False):
+    _, m, forward = models("from_eqx", DEPTH, batched)
+    run = step_fns(m, forward, batched)
+    case = f"Equinox-style step, depth {DEPTH}, {'batched' if batched else 'per example'}"
+    out[case] = statistics.median(_time(run, max(n // 2, 20), block=True) for _ in range(9))
+  return out
+
+
+def _time(fn, n: int, block: bool = False) -> float:
+  for _ in range(3):
+    jax.block_until_ready(fn())
+  gc.collect()
+  t0 = time.perf_counter()
+  for _ in range(n):
+    r = fn()
+    if block:
+      jax.block_until_ready(r)
+  return (time.perf_counter() - t0) / n * 1e6
+
+
+def before_rows(before: str, n: int, rounds: int) -> list[dict]:
+  here = str(pathlib.Path(__file__).resolve().parents[1])
+  samples: dict[str, dict[str, list]] = {"this tree": {}, "before the watch": {}}
+  for _ in range(rounds):
+    for label, root in (("this tree", here), ("before the watch", before)):
+      env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([root, str(pathlib.Path(__file__).parent)]),
+      }
+      cmd = [sys.executable, __file__, "--measure-once", str(n)]
+      res = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, cwd=root)
+      for k, v in json.loads(res.stdout.strip().splitlines()[-1]).items():
+        samples[label].setdefault(k, []).append(v)
+  rows = []
+  for case in samples["this tree"]:
+    for label in ("before the watch", "this tree"):
+      us = statistics.median(samples[label][case])
+      rows.append({"case": case, "impl": label, "us": us, "baseline": label == "before the watch"})
+  return rows
+
+
 def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--quick", action="store_true", help="fewer repeats")
   p.add_argument("--only", choices=("watch", "eqx_step"), help="one table")
+  p.add_argument("--before", help="a checkout of the package before the watch: compare with it")
+  p.add_argument("--measure-once", type=int, help=argparse.SUPPRESS)
   args = p.parse_args(argv)
+  if args.measure_once:
+    import nnx_eqx  # (the tree PYTHONPATH names)
+
+    assert pathlib.Path(nnx_eqx.__file__).resolve().parents[1] == pathlib.Path.cwd().resolve()
+    print(json.dumps(_measure_once(args.measure_once)))
+    return {}
   n, rounds = (20, 5) if args.quick else (100, 9)
   out: dict[str, list[dict]] = {}
+  if args.before:
+    out["before"] = before_rows(args.before, n, max(rounds // 2, 3))
+    print_table("This tree against the tree before the watch (fresh processes)", out["before"])
   if args.only in (None, "watch"):
     out["watch"] = watch_rows(n, rounds)
     print_table(

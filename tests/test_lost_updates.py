@@ -267,20 +267,77 @@ def test_a_variable_holding_a_python_scalar_is_linked():
   jax.tree.leaves(c)
 
 
-def test_a_variable_passed_on_its_own_is_not_linked():
-  """Pinned: a Variable passed alone (or in a plain container) flattens with its
-  metadata as aux data, shared by every Variable of equal metadata, so the copy
-  cannot be told from which Variable it was rebuilt; its drop is not reported
-  (the module docstring of ``_lost_updates`` says why)."""
-  v = nnx.BatchStat(jnp.zeros(3))
+def _write(v):
+  v.value = v.value + 1
+  return 0
 
-  def write(v):
-    v.value = v.value + 1
+
+PLAIN = {
+  "alone": lambda v: v,
+  "list": lambda v: [v],
+  "tuple": lambda v: (1.0, v),
+  "dict": lambda v: {"v": v},
+}
+UNWRAP = {
+  "alone": lambda t: t,
+  "list": lambda t: t[0],
+  "tuple": lambda t: t[1],
+  "dict": lambda t: t["v"],
+}
+
+
+@pytest.mark.parametrize("how", PLAIN)
+def test_a_variable_passed_on_its_own_or_in_a_plain_container_is_linked(how):
+  v, twin = nnx.BatchStat(jnp.zeros(3)), nnx.BatchStat(jnp.zeros(3))  # equal metadata
+  jax.tree.leaves(twin)
+  jax.jit(lambda t: _write(UNWRAP[how](t)))(PLAIN[how](v))
+  with pytest.raises(nnx.LostUpdateError, match="BatchStat of shape"):
+    v.value
+  assert not _stale(twin)
+  twin.value = twin.value + 1  # the twin runs the same compiled program when carried
+  nnx.clear_lost_updates(v)
+  assert_trees_equal(v.value, jnp.zeros(3))
+
+
+def test_a_compiled_program_is_traced_again_for_another_variable_after_a_drop():
+  f = jax.jit(_write)
+  v, w = nnx.BatchStat(jnp.zeros(3)), nnx.BatchStat(jnp.zeros(3))
+  f(v)
+  f(w)  # the same metadata: after the first drop the program traces again
+  assert _stale(v) and _stale(w)
+
+
+def test_a_param_written_inside_a_plain_transformation_is_not_watched():
+  """Pinned: Params are read by a layer's forward pass and updated by an
+  optimizer, so they are not linked (an Equinox-style step rebuilds every Param
+  several times per call, at the cost it had before the watch existed): a
+  Param write dropped by a plain transformation goes unreported."""
+  p = nnx.Param(jnp.zeros(3))
+  m = nnx.Linear(3, 3, rngs=nnx.Rngs(0))
+  jax.jit(_write)(p)
+  jax.jit(lambda m: _write(m.kernel))(m)
+  assert not _stale(p) and not _stale(m)
+  assert_trees_equal(p.value, jnp.zeros(3))  # dropped, silently
+  # a Param flattens with its metadata as aux data, as before: nothing per Param
+  aux = jax.tree_util.tree_structure(p).node_data()[1]
+  assert type(aux) is tuple
+
+
+def test_an_optimizer_update_dropped_by_a_plain_transformation_is_reported():
+  """The optimizer's own state (its step count and moments) is watched, so a
+  dropped ``Optimizer.update`` is reported although the Params are not."""
+  optax = pytest.importorskip("optax")
+  m = nnx.Linear(3, 3, rngs=nnx.Rngs(0))
+  opt = nnx.Optimizer(m, optax.sgd(0.1), wrt=nnx.Param)
+  grads = jax.tree.map(jnp.ones_like, nnx.state(m, nnx.Param))
+
+  def step(m, opt, grads):
+    opt.update(m, grads)
     return 0
 
-  jax.jit(write)(v)
-  jax.jit(lambda vs: write(vs[0]))([v])
-  assert_trees_equal(v.value, jnp.zeros(3))  # dropped, silently
+  jax.jit(step)(m, opt, grads)
+  with pytest.raises(nnx.LostUpdateError, match="OptState|OptVariable|step"):
+    jax.tree.leaves(opt)
 
 
 def test_a_repeated_drop_through_a_compiled_program_is_seen_for_another_module():

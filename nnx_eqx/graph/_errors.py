@@ -48,11 +48,13 @@ class LostUpdateError(NnxError, RuntimeError):
   transforms (``nnx.jit``, ``nnx.vmap``, ``nnx.scan``, ...) carry every update.
   (flax.nnx 0.12 drops such updates without a word.)
 
-  What cannot be told, and why: a Variable passed to a transformation on its own
-  or in a plain tuple/list/dict is not linked to its copy (JAX flattens it with
-  its metadata as aux data, shared by every Variable of equal metadata), so its
-  drop is not reported; a node rebuilt by a pytree map that keeps the very arrays
-  (``jax.tree.map(lambda a: a, m)``) cannot be told from the copy Equinox's
+  What is not watched, and why: a ``Param`` written inside a plain
+  transformation (forward passes read Params and optimizers update them; not
+  linking Params keeps an Equinox-style step over a model of Params at its
+  former cost), though an ``nnx.Optimizer``'s own state is watched, so a
+  dropped ``Optimizer.update`` is reported; a Variable rebuilt by a pytree map
+  that keeps the very arrays (``jax.tree.map(lambda a: a, m)``) cannot be told
+  from the copy Equinox's
   ``partition`` makes to pass ``m`` to ``filter_jit``, so its drop is reported on
   ``m`` as well while ``m`` holds those arrays; a compiled program runs without a
   trace to watch -- after a drop found on a module still held every program

@@ -40,8 +40,8 @@ from jax.tree_util import DictKey, GetAttrKey, SequenceKey
 
 from .. import _version
 from .._errors import PytreeDepthError
-from ..tracing import _lost_updates
-from ..tracing._traces import current_trace, in_transform
+from ..tracing import _copy_links, _lost_updates
+from ..tracing._traces import current_trace
 from ..walk._graphdef import StaticValue
 from ..walk._links import path_of
 from ..walk._node_types import MAP, NODE, REF, SEQ, STATIC, node_impl
@@ -51,9 +51,10 @@ from . import _flags as _pytree_flags
 
 _RECORD = _pytree_build.RECORD
 
-GENERATION = [0]
+GENERATION = _copy_links.GENERATION
 """The generation of the NodeDefs made now: NodeDefs of different generations
-never compare equal, so compiled-program caches keyed by them miss."""
+never compare equal, so compiled-program caches keyed by them miss (shared with
+the Variables' aux data, see ``_copy_links``)."""
 
 
 def _new_generation() -> None:
@@ -65,7 +66,6 @@ def _new_generation() -> None:
   _version.bump()
 
 
-NodeRef = _pytree_build.NodeRef
 _VIEW_RECORD = "_nnx_pv_view"  # (epoch, spec, NodeDef of this node's view made by spec)
 _set = object.__setattr__
 _new = object.__new__
@@ -77,7 +77,6 @@ PRIVATE_CACHES = (
   "_nnx_multi",
   "_nnx_in_graph",
   "_nnx_prefix_view",
-  "_nnx_from",
 )
 
 
@@ -175,7 +174,7 @@ class NodeDef:
       self.statics["_nnx_in_graph"] = True  # changes to a rebuilt node bump the version
     # ``base``: ``statics`` with the trace token and the record (``(epoch, self)``)
     # of a node rebuilt in the trace and epoch ``base_key`` names
-    self.base, self.base_key = self.statics, (None, None, False)
+    self.base, self.base_key = self.statics, (None, None)
     self.plain = module and not refs
     self.build = _pytree_build.builder(self.keys) if self.plain else None
     # ``getter(node.__dict__)``: the children of a node flattened by the fast path
@@ -194,8 +193,6 @@ class NodeDef:
   # Structures compare with their mode attributes (static values in ``layout``): a
   # mode is part of the key of every compiled-program cache (see ``_pytree_flags``).
   def __eq__(self, other):
-    if type(other) is NodeRef:  # (a node's own aux data: compares as its NodeDef)
-      other = other.nd
     return self is other or (
       type(other) is NodeDef
       and self._hash == other._hash
@@ -387,7 +384,6 @@ def node_def(node: Any) -> NodeDef:
 _EPOCH = _version._epoch
 _PENDING = _lost_updates.PENDING
 _lost_updates.ON_MARK[0] = _new_generation
-_FROM = _pytree_build.FROM
 
 
 # --------------------------------------------------------------------------
@@ -473,24 +469,7 @@ def _children(node: Any, nd: NodeDef) -> list:
   return kids
 
 
-def _own_aux(node: Any, d: Any, rec: tuple) -> Any:
-  """The node's own aux data (a :class:`NodeRef`), made and kept in its record
-  the first time it is flattened (see ``_lost_updates``)."""
-  aux = NodeRef(rec[1], node, d.get(_FROM))
-  d[_RECORD] = (rec[0], rec[1], aux)
-  return aux
-
-
-def _aux_of(node: Any, nd: NodeDef) -> Any:
-  """The aux data ``node`` (of definition ``nd``) flattens with."""
-  d = node.__dict__
-  rec = d.get(_RECORD)
-  if rec is None or rec[1] is not nd or rec[0] != _EPOCH[0]:
-    return nd  # (a view or prefix node without a record of its own)
-  return rec[2] if len(rec) == 3 else _own_aux(node, d, rec)
-
-
-def _flatten_pending(node: Any) -> tuple[list, Any]:
+def _flatten_pending(node: Any) -> tuple[list, NodeDef]:
   """Flattens while writes to copies are pending: counts the Variables among
   the children as carried on (a map with ``is_leaf`` stopping at Variables
   never flattens them themselves)."""
@@ -503,36 +482,34 @@ def _flatten_pending(node: Any) -> tuple[list, Any]:
   again = node_def(node)
   if again is not nd:  # (a drop found just now started a new generation of structures)
     nd, kids = again, _children(node, again)
-  return kids, _aux_of(node, nd)
+  return kids, nd
 
 
-def flatten(node: Any) -> tuple[Any, Any]:
-  """``(children, aux)`` of a graph node (JAX's flatten); the aux data is the
-  node's own :class:`NodeRef`, equal to its :class:`NodeDef`."""
+def flatten(node: Any) -> tuple[Any, NodeDef]:
+  """``(children, aux)`` of a graph node (JAX's flatten)."""
   if _PENDING:  # written copies exist
     return _flatten_pending(node)
   d = node.__dict__
   rec = d.get(_RECORD)
   if rec is not None and rec[0] == _EPOCH[0]:
     nd = rec[1]
-    aux = rec[2] if len(rec) == 3 else _own_aux(node, d, rec)
     g = nd.getter
     if g is not None:  # the common case, inline
-      return ((g(d),) if nd.single else g(d)), aux
+      return ((g(d),) if nd.single else g(d)), nd
     if nd.plain and not nd.views:
       kids = [d[k] for k in nd.keys]
       if nd.flag is not None:
         kids.append(_pytree_flags.child(node, nd.mode))
-      return kids, aux
-    return _children(node, nd), aux
+      return kids, nd
+    return _children(node, nd), nd
   pv = d.get(_PREFIX)
   if pv is not None:
     return _prefix_children(node, pv), pv
   nd = _compute(node)
-  return _children(node, nd), _aux_of(node, nd)
+  return _children(node, nd), nd
 
 
-def flatten_with_keys(node: Any) -> tuple[list, Any]:
+def flatten_with_keys(node: Any) -> tuple[list, NodeDef]:
   """``([(JAX key, child)], aux)`` of a graph node."""
   pv = node.__dict__.get(_PREFIX)
   if pv is not None:
@@ -541,7 +518,7 @@ def flatten_with_keys(node: Any) -> tuple[list, Any]:
   kids = _children(node, nd)
   if _PENDING:
     _lost_updates.check_flattened(kids)
-  return list(zip(nd.jkeys, kids)), _aux_of(node, nd)
+  return list(zip(nd.jkeys, kids)), nd
 
 
 # --------------------------------------------------------------------------
@@ -580,18 +557,14 @@ def _prefix_children(node: Any, nd: NodeDef) -> list:
   return kids
 
 
-def unflatten(aux: Any, children: Any) -> Any:
-  """A new node of ``aux``'s class with ``children`` (JAX's unflatten): no
-  ``__init__``, no ``__setattr__``; shared objects put back at every path.
-  ``aux`` is a :class:`NodeRef` (or a :class:`NodeDef`)."""
-  nd = aux.nd if type(aux) is NodeRef else aux
+def unflatten(nd: NodeDef, children: Any) -> Any:
+  """A new node of ``nd``'s class with ``children`` (JAX's unflatten): no
+  ``__init__``, no ``__setattr__``; shared objects put back at every path."""
   if nd.plain:  # the common case (a Module, no shared objects)
-    return nd.build(nd, children, aux)
+    return nd.build(nd, children)
   cls = nd.cls
   trace = current_trace()
   kids = children if type(children) is list else list(children)
-  if type(aux) is NodeRef and in_transform():  # copies: linked to their originals
-    _pytree_build.link_copy(aux, kids)
   flag_value = kids.pop() if nd.flag is not None else None
   d: Any
   if nd.module:
@@ -623,7 +596,6 @@ def unflatten(aux: Any, children: Any) -> Any:
       _put(obj, mpath, _get(obj, tpath))
   if nd.flag is not None:
     record = _pytree_flags.apply(obj, nd.flag, flag_value)
-  d[_FROM] = aux
   if record:
     d[_RECORD] = (_EPOCH[0], nd)
   return obj

@@ -14,13 +14,14 @@ holds the value from before the call.
 
 This module makes the drop loud, on that original only:
 
-1. *Links.* Each node flattens with aux data of its own (a ``NodeRef``: the
-   node's definition and a weak reference to the node), so each node rebuilt in
-   a trace knows the very node it was rebuilt from, however many nodes share
-   one definition or one layer is reached through several arguments. Its
-   Variables (copies) are linked to that node's Variables at the same places,
-   and further out, while they hold the very same value, to the Variables of
-   the nodes that one was rebuilt from by pytree maps outside the trace
+1. *Links.* Each state Variable (any Variable type but ``Param``) flattens
+   with aux data of its own (a ``VariableRef``: a weak reference to it that
+   compares as its metadata, see ``_copy_links``), so each copy rebuilt in a
+   trace knows the very Variable it was rebuilt from, however many nodes share
+   one definition, whether one layer is reached through several arguments, and
+   whether the Variable is passed on its own or in a plain container. A copy is
+   linked to it and further out, while they hold the very same value, to the
+   Variables that one was rebuilt from by pytree maps outside the trace
    (Equinox's ``partition`` before ``filter_jit``). A link holds the
    Variables weakly and the value each held then. It is also kept under the
    copy's tracer, so copies rebuilt again from the same tracers inside the trace
@@ -57,12 +58,13 @@ evaluation discards all values).
 
 What cannot be told, and why:
 
-* A Variable passed to a transformation on its own, or in a plain container
-  (tuple, list, dict) outside any Module, is not linked: JAX flattens a Variable
-  with its metadata as aux data, which every Variable with equal metadata shares;
-  giving each Variable aux data of its own would cost on every flatten of every
-  Variable. Its dropped update is not reported. (Inside a Module, in its
-  attributes or containers, it is linked through the Module.)
+* A ``Param`` (or a subclass) is not linked: a layer's forward pass reads its
+  Params and an optimizer updates them, and a model of Params only flattens and
+  rebuilds at the cost it had before this watch existed (an Equinox-style step
+  rebuilds every Variable of the model several times per call). A Param written
+  inside a plain transformation and dropped is not reported. An optimizer's own
+  state (``nnx.Optimizer``'s step count and moments) is watched, so a dropped
+  ``Optimizer.update`` is reported on the optimizer.
 * A node rebuilt by a pytree map that keeps the arrays (``jax.tree.map(lambda
   a: a, m)``) cannot be told from the copy Equinox's ``partition`` makes to
   pass ``m`` to ``filter_jit``: a dropped update of the rebuilt node marks ``m``
@@ -70,23 +72,21 @@ What cannot be told, and why:
   arrays, ``lambda a: a + 0``, gives a node of its own.)
 * A compiled program runs without a trace to watch. Once a drop is found on a
   Variable still held, every structure made so far compares unequal to the new
-  ones (``pytree._view.GENERATION``), so each compiled program traces again on
-  its next call and a drop it makes for another module of the same structure is
-  seen. A drop on a temporary starts no new generation (a loop passing a fresh
+  ones (``_copy_links.GENERATION``), so each compiled program traces again on
+  its next call and a drop it makes for another module (or Variable) of the same
+  structure is seen. A drop on a temporary starts no new generation (a loop passing a fresh
   ``nnx.Rngs`` to one jitted function would trace at every call): a later call
   of that compiled program with a module of the same structure drops its update
   silently.
-* A node type that takes no weak reference is not linked.
 
 Costs. While no copy has been written and no Variable is stale, the checks here
 are tests of two module-level dicts for emptiness; while some Variable is stale
-anywhere, a Variable flattened or read costs one more dict look-up, Module
-flattens cost nothing more, and a cached graph walk is checked once per new
-stale mark. The links cost one ``NodeRef`` (and its weak reference) per node, made
-the first time the node is flattened: nothing for a module flattened again, but
-a node that a pytree map just rebuilt (every call of an Equinox-style step
-rebuilds the whole model) makes one at its first flatten, and these allocations
-add Python garbage collections to such a step (see ``benchmarks/lost_updates.py``).
+anywhere, a state Variable flattened or read costs one more dict look-up,
+Params and Module flattens cost nothing more, and a cached graph walk is
+checked once per new stale mark. The links cost one ``VariableRef`` per state
+Variable, made the first time it is flattened (nothing for one flattened again;
+a state Variable that a pytree map just rebuilt makes one at its first flatten)
+and nothing per Param or Module (see ``benchmarks/lost_updates.py``).
 """
 
 from __future__ import annotations
@@ -102,22 +102,14 @@ from typing import Any
 import jax
 
 from .._errors import LostUpdateError
+from ._copy_links import COPY_MARK as COPY_MARK
+from ._copy_links import LINKS, _forgetter, origin_of
 from ._traces import current_trace_object, in_transform, live_traces
-
-COPY_MARK = "_nnx_copy"
-"""Key in a Variable's ``__dict__``: it was rebuilt from a tracer by pytree
-unflattening (True), or, once linked, the Variables it was rebuilt from (see
-:func:`link`)."""
 
 PENDING: dict[int, tuple] = {}
 """``id(copy) -> (thread, weak reference to the copy's trace, description, the
 frame running that trace, chain)`` of written copies, for every thread; each
 thread settles its own only. ``chain``: see :func:`_origins`."""
-
-LINKS: dict[int, tuple] = {}
-"""``id(tracer) -> (weak reference to the tracer, originals)``: the copies'
-values in running traces, with the Variables they were rebuilt from, so that
-copies rebuilt again from the same tracers (Equinox's ``combine``) find them."""
 
 STALE: dict[int, tuple] = {}
 """``id(variable) -> (weak reference to it, the stale value, description,
@@ -259,132 +251,12 @@ VARIABLE: list = [None]
 """``[Variable]``: installed by ``_variables``, which builds on this module."""
 
 
-def link(copies: Any, levels: Any) -> None:
-  """Links the Variables among ``copies`` (the children of a node just rebuilt
-  in a JAX trace) to those at the same places in ``levels[0]`` (the children of
-  the node it was rebuilt from) and, while they hold the very same value, in
-  ``levels[1:]`` (the nodes that one was rebuilt from by pytree maps outside
-  the trace, such as Equinox's ``partition``)."""
-  _pair(copies, levels, VARIABLE[0])
-
-
-def _pair(copies: Any, levels: Any, variable: type) -> None:
-  first = levels[0]
-  for i in range(min(len(copies), len(first))):  # (a mode child, last, is not a Variable)
-    c, o = copies[i], first[i]
-    if isinstance(c, variable):
-      _pair_variable(c, o, [lvl[i] if i < len(lvl) else None for lvl in levels], variable)
-    elif type(c) in (list, tuple) and type(o) is type(c) and len(c) == len(o):
-      _pair_nested(c, levels, i)
-    elif type(c) is dict and type(o) is dict and c.keys() == o.keys():
-      _pair_nested(c, levels, i)
-
-
-def _pair_variable(c: Any, o: Any, outer: list, variable: type) -> None:
-  """Links the copy ``c`` to ``o`` (``outer[0]``) and the Variables further out
-  in ``outer`` that hold the same value."""
-  cd = c.__dict__
-  if COPY_MARK not in cd:
-    return
-  value = cd["_value"]
-  trace = current_trace_object()
-  if isinstance(value, _Tracer) and value._trace is trace:  # traced in this trace
-    e = LINKS.get(id(value))
-    if e is not None and e[0]() is value:  # rebuilt again from the tracer of a copy
-      cd[COPY_MARK] = e[1]  # (Equinox's combine, whichever tree comes first)
-      return
-    if not isinstance(o, variable) or type(o) is not type(c):
-      return
-    held = o.__dict__["_value"]
-    if held is None:  # (a placeholder: ``partition``'s other half)
-      return
-    cd[COPY_MARK] = mark = _aliases(outer, held, type(c), variable)
-    key = id(value)
-    LINKS[key] = (weakref.ref(value, _forgetter(LINKS, key)), mark)
-    return
-  # a value held as is, not traced here (a leaf a filtered transformation closes
-  # over and Equinox's combine puts back, an unmapped one under vmap, an int under
-  # grad, a tracer of an outer trace): held by the original, wherever its own copy
-  # holds a placeholder
-  if value is None:
-    return
-  here = cd.get("_trace")
-  for j, a in enumerate(outer):
-    if isinstance(a, variable) and a.__dict__.get("_value") is value:
-      inherited = a.__dict__.get(COPY_MARK)
-      if type(inherited) is tuple and a.__dict__.get("_trace") == here:
-        cd[COPY_MARK] = inherited  # (a copy of a copy in this trace)
-      else:
-        cd[COPY_MARK] = _aliases(outer[j:], value, type(c), variable)
-      return
-
-
-def _aliases(outer: list, value: Any, cls: type, variable: type) -> tuple:
-  """``((weak reference, value), ...)`` of the Variables of ``outer`` from the
-  first on, while they are ``cls`` Variables holding ``value`` itself."""
-  out = []
-  for a in outer:
-    if not isinstance(a, variable) or type(a) is not cls or a.__dict__.get("_value") is not value:
-      break
-    out.append((weakref.ref(a), value))
-  return tuple(out)
-
-
-def _pair_nested(c: Any, levels: Any, i: int) -> None:
-  """Pairs the items of the container ``c`` (child ``i``) with those of the
-  containers at ``i`` in each level (as far as they have the same shape)."""
-  inner = []
-  for lvl in levels:
-    o: Any = lvl[i] if i < len(lvl) else None
-    if type(o) is not type(c) or len(o) != len(c):
-      break
-    if type(c) is dict:
-      if o.keys() != c.keys():
-        break
-      o = [o[k] for k in c]
-    inner.append(list(o))
-  if inner:
-    _pair(list(c.values()) if type(c) is dict else list(c), inner, VARIABLE[0])
-
-
-def _forgetter(table: dict, key: int) -> Any:
-  """The weak reference callback that removes ``table[key]`` with its object."""
-
-  def forget(ref: Any, table: dict = table, key: int = key) -> None:
-    e = table.get(key)  # (no global look-up: it may run while the interpreter exits)
-    if e is not None and e[0] is ref:
-      del table[key]
-
-  return forget
-
-
-def _forget(table: dict, key: int, ref: Any) -> None:
-  """Weak reference callback: the entry ``key`` goes with the object ``ref`` named."""
-  e = table.get(key)
-  if e is not None and e[0] is ref:
-    del table[key]
-
-
-def _origin_of(var: Any) -> tuple | None:
-  """The Variables ``var`` (a copy) was rebuilt from: ``((weak reference, value
-  it held then), ...)``, nearest first (all holding one value)."""
-  d = var.__dict__
-  mark = d.get(COPY_MARK)
-  if type(mark) is tuple:
-    return mark or None
-  value = d.get("_value")
-  e = LINKS.get(id(value))
-  if e is not None and e[0]() is value:
-    return e[1] or None
-  return None
-
-
 def _origins(var: Any) -> tuple:
   """Where the value of a copy came from, outwards: per step ``(originals, weak
   reference to the trace of their value or None)``, ending at Variables held
   outside every trace or where no link is known."""
   chain: list[tuple] = []
-  origin = _origin_of(var)
+  origin = origin_of(var)
   while origin is not None and len(chain) <= _MAX_DEPTH:
     value = origin[0][1]
     trace = value._trace if isinstance(value, _Tracer) else None
@@ -394,7 +266,7 @@ def _origins(var: Any) -> tuple:
     nearest = origin[0][0]()
     if nearest is None:
       break
-    origin = _origin_of(nearest)
+    origin = origin_of(nearest)
   return tuple(chain)
 
 

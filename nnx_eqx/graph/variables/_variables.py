@@ -18,7 +18,13 @@ import numpy as np
 
 from .. import _version
 from .._errors import TraceContextError
-from ..tracing._lost_updates import COPY_MARK as _COPY_MARK
+from ..tracing._copy_links import AUX as _AUX
+from ..tracing._copy_links import COPY_MARK as _COPY_MARK
+from ..tracing._copy_links import FROM as _FROM
+from ..tracing._copy_links import GENERATION as _GENERATION
+from ..tracing._copy_links import VariableRef as _VariableRef
+from ..tracing._copy_links import link as _link_copy
+from ..tracing._copy_links import variable_ref as _variable_ref
 from ..tracing._lost_updates import PENDING as _PENDING
 from ..tracing._lost_updates import STALE as _STALE
 from ..tracing._lost_updates import VARIABLE as _LOST_UPDATES_VARIABLE
@@ -616,18 +622,49 @@ def _metadata_aux(md: dict):
 _VALUE_KEY = jax.tree_util.GetAttrKey("value")
 
 
-def _var_flatten_with_keys(v: Variable):
-  if _PENDING or _STALE:
-    _check_flattened_variable(v)
+# A Param flattens with its metadata as aux data; any other Variable (state) with
+# its own ``VariableRef``, which compares as that metadata, so a copy rebuilt
+# from it in a JAX trace is linked to it (see ``_copy_links``).
+# (a Param is never linked, so never stale: no checks)
+def _param_flatten_with_keys(v: Variable):
   return ((_VALUE_KEY, v.__dict__["_value"]),), _aux(v)
 
 
-def _var_flatten(v: Variable):  # a hot path: ``_aux`` inlined
-  if _PENDING or (_STALE and id(v) in _STALE):
-    _check_flattened_variable(v)
+def _param_flatten(v: Variable):  # a hot path: ``_aux`` inlined
   d = v.__dict__
   md = d.get("_metadata")
   return (d["_value"],), (_metadata_aux(md) if md else ())
+
+
+def _state_aux(v: Any, d: dict):
+  """The state Variable ``v``'s own aux data (``d``: its ``__dict__``), made once
+  (again where its metadata changed, a drop started a new generation, or ``d``
+  was copied from another Variable)."""
+  ref = d.get(_AUX)
+  md = d.get("_metadata")
+  if (
+    ref.__class__ is _VariableRef
+    and ref.gen == _GENERATION[0]
+    and ref() is v
+    and ref.meta == (_metadata_aux(md) if md else ())
+  ):
+    return ref
+  ref = d[_AUX] = _variable_ref(v, _metadata_aux(md) if md else (), d.get(_FROM))
+  return ref
+
+
+def _state_flatten_with_keys(v: Any):
+  if _PENDING or _STALE:
+    _check_flattened_variable(v)
+  d = v.__dict__
+  return ((_VALUE_KEY, d["_value"]),), _state_aux(v, d)
+
+
+def _state_flatten(v: Any):
+  if _PENDING or (_STALE and id(v) in _STALE):
+    _check_flattened_variable(v)
+  d = v.__dict__
+  return (d["_value"],), _state_aux(v, d)
 
 
 class _MetaBox:
@@ -662,26 +699,44 @@ def _hashable_items(md: dict) -> bool:
 _new = object.__new__
 
 
-def _make_unflatten(cls):
+def _make_unflatten(cls, state: bool):
   # a hot path: one call per Variable each time JAX rebuilds a tree holding it
   set_dict = _dict_setter(cls)
 
-  def unflatten(aux, children):
+  def unflatten_param(aux, children):
     ref = _TRACE_REF.value
     e = _CURRENT_TRACE[0]
     if e[0] is not ref:
       e = _trace_entry(ref)
-    if e[2]:  # rebuilt inside a JAX trace: a copy (see ``_lost_updates``)
-      d = {"_value": children[0], "_trace": e[1], _COPY_MARK: True}
-    else:
-      d = {"_value": children[0], "_trace": e[1]}
+    d = {"_value": children[0], "_trace": e[1]}
     if aux:  # else its own empty metadata dict is made on first use (``__getattr__``)
       d["_metadata"] = dict(aux.items) if isinstance(aux, _MetaBox) else dict(aux)
     v = _new(cls)
     set_dict(v, d)
     return v
 
-  return unflatten
+  def unflatten_state(aux, children):
+    ref = _TRACE_REF.value
+    e = _CURRENT_TRACE[0]
+    if e[0] is not ref:
+      e = _trace_entry(ref)
+    src = aux if aux.__class__ is _VariableRef else None
+    if src is not None:
+      aux = src.meta
+    d = {"_value": children[0], "_trace": e[1]}
+    if src is not None:  # where its value came from (see ``_copy_links``)
+      d[_FROM] = src
+    if e[2]:  # rebuilt inside a JAX trace: a copy (see ``_lost_updates``)
+      d[_COPY_MARK] = True
+    if aux:
+      d["_metadata"] = dict(aux.items) if isinstance(aux, _MetaBox) else dict(aux)
+    v = _new(cls)
+    set_dict(v, d)
+    if e[2] and src is not None:
+      _link_copy(v, src)
+    return v
+
+  return unflatten_state if state else unflatten_param
 
 
 def _dict_setter(cls):
@@ -694,10 +749,19 @@ def _dict_setter(cls):
 
 
 def register_variable_pytree(cls: type) -> None:
-  """Registers a Variable subclass as a JAX pytree (one child: its value)."""
-  jax.tree_util.register_pytree_with_keys(
-    cls, _var_flatten_with_keys, _make_unflatten(cls), _var_flatten
-  )
+  """Registers a Variable subclass as a JAX pytree (one child: its value).
+
+  A Param (or subclass) flattens with its metadata as aux data; any other
+  Variable with a ``VariableRef`` to itself that compares as that metadata, so
+  that dropped updates of its copies are reported (see ``_lost_updates``)."""
+  if issubclass(cls, Param):
+    jax.tree_util.register_pytree_with_keys(
+      cls, _param_flatten_with_keys, _make_unflatten(cls, False), _param_flatten
+    )
+  else:
+    jax.tree_util.register_pytree_with_keys(
+      cls, _state_flatten_with_keys, _make_unflatten(cls, True), _state_flatten
+    )
 
 
 def _init_subclass(cls, **kwargs):
