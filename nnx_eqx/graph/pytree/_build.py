@@ -47,7 +47,7 @@ def build(nd, c):
   d = nd.base.copy()
 {fill}
   obj = new(nd.cls)
-  setattr_(obj, "__dict__", d)
+  nd.set_dict(obj, d)
   if nd.flag is not None and not apply_flag(obj, nd.flag, c[-1]):
     del d[RECORD]  # rebuilt in another mode: its record is computed again
   return obj
@@ -60,7 +60,6 @@ def _generate(fill: str) -> Any:
     "EPOCH": _EPOCH,
     "rebase": rebase,
     "new": object.__new__,
-    "setattr_": object.__setattr__,
     "apply_flag": _pytree_flags.apply,
     "RECORD": RECORD,
   }

@@ -42,6 +42,7 @@ from .. import _version
 from .._errors import PytreeDepthError
 from ..tracing import _copy_links, _lost_updates
 from ..tracing._traces import current_trace
+from ..variables._variables import dict_setter
 from ..walk._graphdef import StaticValue
 from ..walk._links import path_of
 from ..walk._node_types import MAP, NODE, REF, SEQ, STATIC, node_impl
@@ -148,6 +149,7 @@ class NodeDef:
     "base_key",
     "plain",
     "build",
+    "set_dict",
     "getter",
     "single",
     "gen",
@@ -177,6 +179,7 @@ class NodeDef:
     self.base, self.base_key = self.statics, (None, None)
     self.plain = module and not refs
     self.build = _pytree_build.builder(self.keys) if self.plain else None
+    self.set_dict = dict_setter(cls) if self.plain else None  # (no ``__setattr__`` lookup)
     # ``getter(node.__dict__)``: the children of a node flattened by the fast path
     # (plain, no views, no mode child), a tuple, or the one child if ``single``
     fast = self.plain and not views and flag is None and self.keys

@@ -701,7 +701,7 @@ _new = object.__new__
 
 def _make_unflatten(cls, state: bool):
   # a hot path: one call per Variable each time JAX rebuilds a tree holding it
-  set_dict = _dict_setter(cls)
+  set_dict = dict_setter(cls)
 
   def unflatten_param(aux, children):
     ref = _TRACE_REF.value
@@ -739,7 +739,7 @@ def _make_unflatten(cls, state: bool):
   return unflatten_state if state else unflatten_param
 
 
-def _dict_setter(cls):
+def dict_setter(cls):
   """The ``__dict__`` descriptor's setter of ``cls`` (no ``__setattr__`` lookup)."""
   for k in cls.__mro__:
     descr = k.__dict__.get("__dict__")
