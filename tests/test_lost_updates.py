@@ -5,6 +5,8 @@ reached through several arguments, for nodes sharing one definition, for
 Variables holding Python scalars, under nested and lifted transforms and
 Equinox's filtered ones; the cases that cannot be told are pinned."""
 
+import copy
+import pickle
 import threading
 
 import equinox as eqx
@@ -297,6 +299,22 @@ def test_a_variable_passed_on_its_own_or_in_a_plain_container_is_linked(how):
   twin.value = twin.value + 1  # the twin runs the same compiled program when carried
   nnx.clear_lost_updates(v)
   assert_trees_equal(v.value, jnp.zeros(3))
+
+
+@pytest.mark.parametrize("metadata", [{}, {"sharding": ("a",)}, {"tags": ["unhashable"]}])
+def test_a_flattened_state_variable_copies_and_pickles_as_before(metadata):
+  """Its own aux data (a weak reference) reduces to its metadata: pickles, deep
+  copies and shallow copies work, and a copy is linked to itself, not to ``v``."""
+  v = nnx.BatchStat(jnp.arange(2.0), **metadata)
+  _, tree = jax.tree.flatten(v)
+  for w in (pickle.loads(pickle.dumps(v)), copy.deepcopy(v), copy.copy(v)):
+    assert jax.tree.flatten(w)[1] == tree
+    assert w.get_metadata() == v.get_metadata()
+    assert_trees_equal(w.value, v.value)
+  assert pickle.loads(pickle.dumps(tree)) == tree
+  w = copy.copy(v)
+  jax.jit(_write)(w)
+  assert _stale(w) and not _stale(v)
 
 
 def test_a_compiled_program_is_traced_again_for_another_variable_after_a_drop():

@@ -27,6 +27,7 @@ inside a plain JAX transformation is therefore not watched (see
 
 from __future__ import annotations
 
+import operator
 import weakref
 from typing import Any
 
@@ -62,6 +63,7 @@ values in running traces, with the Variables they were rebuilt from, so that
 copies rebuilt again from the same tracers (Equinox's ``combine``) find them."""
 
 _Tracer = jax.core.Tracer
+_first = operator.itemgetter(0)
 _ref_new = weakref.ref.__new__
 
 
@@ -94,8 +96,7 @@ class VariableRef(weakref.ref):
     return hash(self.meta)
 
   def __reduce__(self):
-    m = self.meta
-    return (tuple, (m,)) if type(m) is tuple else m.__reduce__()
+    return (_first, ((self.meta,),))  # (``meta`` itself, whatever its type)
 
   def __repr__(self) -> str:
     return repr(self.meta)

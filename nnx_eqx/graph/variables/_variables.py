@@ -676,12 +676,10 @@ class _MetaBox:
     self.items = dict(md)
 
   def __eq__(self, other):
-    return (
-      isinstance(other, _MetaBox)
-      and self.items.keys() == other.items.keys()
-      and all(
-        self.items[k] is other.items[k] or self.items[k] == other.items[k] for k in self.items
-      )
+    if not isinstance(other, _MetaBox):
+      return NotImplemented  # (a state Variable's VariableRef compares as its _MetaBox)
+    return self.items.keys() == other.items.keys() and all(
+      self.items[k] is other.items[k] or self.items[k] == other.items[k] for k in self.items
     )
 
   def __hash__(self):
