@@ -29,6 +29,22 @@ def fmt_path(path: tuple) -> str:
   return "root" + "".join(parts)
 
 
+class _LayerPathError(Exception):
+  """An error raised by a layer inside a converted model, naming the layer's
+  ``path`` below the module that was called: bridge containers (``Sequential``,
+  ``MLP``) add their part with :meth:`add_parent` as it passes through them."""
+
+  path: tuple
+
+  def add_parent(self, *keys: Any) -> None:
+    """Prefixes ``path`` with the keys of the container the error passed through."""
+    self.path = (*keys, *self.path)
+    self.args = (self._message(),)
+
+  def _message(self) -> str:
+    raise NotImplementedError
+
+
 class BridgeError(NnxError):
   """Base class of the errors raised by the bridges (``nnx.to_eqx`` / ``nnx.from_eqx``,
   ``nnx.to_flax`` / ``nnx.from_flax``)."""
@@ -78,7 +94,7 @@ class FlaxNotInstalledError(BridgeError, ImportError):
   message names the extra to install: ``pip install 'nnx_eqx[flax]'``)."""
 
 
-class MissingKeyError(BridgeError, MissingRngsError, RuntimeError):
+class MissingKeyError(_LayerPathError, BridgeError, MissingRngsError, RuntimeError):
   """A converted random layer (``eqx.nn.Dropout``, or the dropout of an
   ``eqx.nn.MultiheadAttention``) runs in training mode without a key: the call
   got no ``key=``/``rngs=`` and the layer holds no stream. A ``RuntimeError`` as
@@ -101,11 +117,6 @@ class MissingKeyError(BridgeError, MissingRngsError, RuntimeError):
     self.layer, self.path = layer, tuple(path)
     super().__init__(self._message())
 
-  def add_parent(self, *keys: Any) -> None:
-    """Prefixes ``path`` with the keys of the container the error passed through."""
-    self.path = (*keys, *self.path)
-    self.args = (self._message(),)
-
   def _message(self) -> str:
     where = fmt_path(self.path)
     return (
@@ -119,7 +130,7 @@ class MissingKeyError(BridgeError, MissingRngsError, RuntimeError):
     )
 
 
-class ExampleShapeError(BridgeError, InputShapeError):
+class ExampleShapeError(_LayerPathError, BridgeError, InputShapeError):
   """A layer converted from Equinox (``nnx.bridge.Linear``, ``Conv``, ``MLP``,
   ``Embedding``, the norms, ``MultiheadAttention``, the cells) got an input that
   is not one example of the shape it takes. Equinox layers are unbatched: a batch
@@ -152,11 +163,6 @@ class ExampleShapeError(BridgeError, InputShapeError):
     self.rank = len(expected) if isinstance(expected, tuple) else rank
     super().__init__(self._message())
 
-  def add_parent(self, *keys: Any) -> None:
-    """Prefixes ``path`` with the keys of the container the error passed through."""
-    self.path = (*keys, *self.path)
-    self.args = (self._message(),)
-
   def _message(self) -> str:
     where = f" at {fmt_path(self.path)}" if self.path else ""
     exp, got, rank = self.expected, self.got, self.rank
@@ -180,7 +186,7 @@ class ExampleShapeError(BridgeError, InputShapeError):
     )
 
 
-class ExplicitShardingError(BridgeError, ShardingError):
+class ExplicitShardingError(_LayerPathError, BridgeError, ShardingError):
   """JAX refused to shard the equations of a layer converted from Equinox
   (``jax``'s ``ShardingTypeError``, chained as ``__cause__``), e.g. ``Contracting
   dimensions are sharded and it is ambiguous how the output should be sharded``.
@@ -203,11 +209,6 @@ class ExplicitShardingError(BridgeError, ShardingError):
   def __init__(self, layer: str, mesh: Any, cause: BaseException, path: tuple = ()):
     self.layer, self.mesh, self.cause, self.path = layer, mesh, cause, tuple(path)
     super().__init__(self._message())
-
-  def add_parent(self, *keys: Any) -> None:
-    """Prefixes ``path`` with the keys of the container the error passed through."""
-    self.path = (*keys, *self.path)
-    self.args = (self._message(),)
 
   def _message(self) -> str:
     where = f" at {fmt_path(self.path)}" if self.path else ""

@@ -642,14 +642,12 @@ def _state_aux(v: Any, d: dict):
   was copied from another Variable)."""
   ref = d.get(_AUX)
   md = d.get("_metadata")
+  meta = _metadata_aux(md) if md else ()
   if (
-    ref.__class__ is _VariableRef
-    and ref.gen == _GENERATION[0]
-    and ref() is v
-    and ref.meta == (_metadata_aux(md) if md else ())
+    ref.__class__ is _VariableRef and ref.gen == _GENERATION[0] and ref() is v and ref.meta == meta
   ):
     return ref
-  ref = d[_AUX] = _variable_ref(v, _metadata_aux(md) if md else (), d.get(_FROM))
+  ref = d[_AUX] = _variable_ref(v, meta, d.get(_FROM))
   return ref
 
 
