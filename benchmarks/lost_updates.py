@@ -44,7 +44,6 @@ import jax
 import jax.numpy as jnp
 
 import nnx_eqx as nnx
-from nnx_eqx.graph.tracing import _lost_updates
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _common import interleaved, print_table  # noqa: E402
@@ -75,6 +74,8 @@ def _alternating(fns: dict, n: int, rounds: int, marks: dict) -> tuple[dict, dic
   """Seconds per call of each function (its best round: a shared machine only
   ever adds time) with no stale mark held and with ``marks`` held, the two
   alternating round by round (drifts of the machine hit both alike)."""
+  from nnx_eqx.graph.tracing import _lost_updates  # (not in a tree from before the watch)
+
   stale = _lost_updates.STALE
   clean: dict[str, list] = {k: [] for k in fns}
   marked: dict[str, list] = {k: [] for k in fns}
@@ -108,6 +109,8 @@ def watch_rows(n: int, rounds: int) -> list[dict]:
     pass
   else:
     raise AssertionError("the dropped update was not found")
+  from nnx_eqx.graph.tracing import _lost_updates
+
   marks = dict(_lost_updates.STALE)
   clean, marked = _alternating(_use_fns(model), n, rounds, marks)
   rows = []

@@ -636,33 +636,27 @@ def _param_flatten(v: Variable):  # a hot path: ``_aux`` inlined
   return (d["_value"],), (_metadata_aux(md) if md else ())
 
 
-def _state_aux(v: Any, d: dict):
-  """The state Variable ``v``'s own aux data (``d``: its ``__dict__``), made once
-  (again where its metadata changed, a drop started a new generation, or ``d``
-  was copied from another Variable)."""
-  ref = d.get(_AUX)
-  md = d.get("_metadata")
-  meta = _metadata_aux(md) if md else ()
-  if (
-    ref.__class__ is _VariableRef and ref.gen == _GENERATION[0] and ref() is v and ref.meta == meta
-  ):
-    return ref
-  ref = d[_AUX] = _variable_ref(v, meta, d.get(_FROM))
-  return ref
-
-
 def _state_flatten_with_keys(v: Any):
-  if _PENDING or _STALE:
-    _check_flattened_variable(v)
-  d = v.__dict__
-  return ((_VALUE_KEY, d["_value"]),), _state_aux(v, d)
+  return ((_VALUE_KEY, v.__dict__["_value"]),), _state_flatten(v)[1]
 
 
-def _state_flatten(v: Any):
+def _state_flatten(v: Any):  # a hot path: the checks and the aux data inlined
   if _PENDING or (_STALE and id(v) in _STALE):
     _check_flattened_variable(v)
   d = v.__dict__
-  return (d["_value"],), _state_aux(v, d)
+  md = d.get("_metadata")
+  meta = _metadata_aux(md) if md else ()
+  # its own aux data, made once: again where its metadata changed, a drop started
+  # a new generation, or ``d`` was copied from another Variable
+  ref = d.get(_AUX)
+  if (
+    ref.__class__ is not _VariableRef  # (none yet; its metadata, where ``d`` was unpickled)
+    or ref() is not v
+    or ref.gen != _GENERATION[0]
+    or ref.meta != meta
+  ):
+    ref = d[_AUX] = _variable_ref(v, meta, d.get(_FROM))
+  return (d["_value"],), ref
 
 
 class _MetaBox:
