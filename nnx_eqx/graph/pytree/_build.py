@@ -48,8 +48,12 @@ def build(nd, c):
 {fill}
   obj = new(nd.cls)
   nd.set_dict(obj, d)
-  if nd.flag is not None and not apply_flag(obj, nd.flag, c[-1]):
-    del d[RECORD]  # rebuilt in another mode: its record is computed again
+  if nd.flag is not None:
+    m = c[-1]
+    if m.__class__ is MODE:  # (the common case, inline: kept as ``obj.inference``)
+      d[OVERRIDE] = m
+    elif not apply_flag(obj, nd.flag, m):
+      del d[RECORD]  # rebuilt in another mode: its record is computed again
   return obj
 """
 
@@ -61,6 +65,8 @@ def _generate(fill: str) -> Any:
     "rebase": rebase,
     "new": object.__new__,
     "apply_flag": _pytree_flags.apply,
+    "MODE": _pytree_flags.Mode,
+    "OVERRIDE": _pytree_flags.OVERRIDE,
     "RECORD": RECORD,
   }
   exec(compile(_TEMPLATE.format(fill=fill), "<nnx_eqx node builder>", "exec"), namespace)  # noqa: S102

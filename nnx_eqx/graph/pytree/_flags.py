@@ -35,7 +35,8 @@ from .._errors import ModeFlagError
 MODE_ATTRS = ("deterministic", "use_running_average", "inference")
 """Attributes that make a Module's mode (each a bool, or None for "unset")."""
 
-_OVERRIDE = "_nnx_flag_leaf"
+OVERRIDE = "_nnx_flag_leaf"
+"""Key in a rebuilt node's ``__dict__``: the :class:`Mode` child it was rebuilt with."""
 
 
 class Mode:
@@ -84,7 +85,20 @@ class Mode:
     return f"Mode({self.value})"
 
 
-jax.tree_util.register_pytree_node(Mode, lambda m: ((), m.value), lambda v, _: Mode(v))
+_new = object.__new__
+
+
+def _flatten_mode(m: Mode) -> tuple:
+  return (), m.value
+
+
+def _unflatten_mode(value: Any, _: Any) -> Mode:  # (a hot path: no ``__init__``)
+  m = _new(Mode)
+  m.value = value
+  return m
+
+
+jax.tree_util.register_pytree_node(Mode, _flatten_mode, _unflatten_mode)
 
 
 def mode_attrs(node: Any) -> tuple[str, ...] | None:
@@ -115,8 +129,8 @@ def mode_of(layout: tuple, attrs: tuple[str, ...]) -> Mode:
 def child(node: Any, mode: Mode) -> Mode:
   """The ``.inference`` child of ``node`` (whose mode is ``mode``): the Mode a
   pytree map put there while it still holds that mode, else ``mode``."""
-  ov = node.__dict__.get(_OVERRIDE)
-  return ov if type(ov) is Mode and ov.value is mode.value else mode
+  ov = node.__dict__.get(OVERRIDE)
+  return ov if ov.__class__ is Mode and ov.value is mode.value else mode
 
 
 def read(node: Any) -> Mode:
@@ -136,7 +150,7 @@ def _fget(self: Any) -> Any:
 
 def _fset(self: Any, value: Any) -> None:
   d = self.__dict__
-  d.pop(_OVERRIDE, None)
+  d.pop(OVERRIDE, None)
   if type(value) is Mode:
     value = value.value  # e.g. ``a.inference = b.inference``
   attrs = mode_attrs(self)
@@ -151,7 +165,7 @@ def _fdel(self: Any) -> None:
   d = self.__dict__
   if "inference" not in d:
     raise AttributeError(f"{type(self).__name__!r} object has no attribute 'inference'")
-  d.pop(_OVERRIDE, None)
+  d.pop(OVERRIDE, None)
   del d["inference"]
 
 
@@ -211,7 +225,7 @@ def apply(node: Any, attrs: tuple[str, ...], value: Any) -> bool:
   """
   d = node.__dict__
   if type(value) is Mode:
-    d[_OVERRIDE] = value
+    d[OVERRIDE] = value
     return True
   b = None if value is None else _concrete(value)
   if b is None and value is not None:

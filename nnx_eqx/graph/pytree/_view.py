@@ -151,6 +151,7 @@ class NodeDef:
     "build",
     "set_dict",
     "getter",
+    "fgetter",
     "single",
     "gen",
     "_hash",
@@ -182,8 +183,10 @@ class NodeDef:
     self.set_dict = dict_setter(cls) if self.plain else None  # (no ``__setattr__`` lookup)
     # ``getter(node.__dict__)``: the children of a node flattened by the fast path
     # (plain, no views, no mode child), a tuple, or the one child if ``single``
-    fast = self.plain and not views and flag is None and self.keys
-    self.getter = itemgetter(*self.keys) if fast else None
+    fast = self.plain and not views and self.keys
+    self.getter = itemgetter(*self.keys) if fast and flag is None else None
+    # ``fgetter``: the same, a tuple, for a node with a mode child (two children or more)
+    self.fgetter = itemgetter(*self.keys) if fast and flag and len(self.keys) > 1 else None
     self.single = len(self.keys) == 1
     self.gen = GENERATION[0]  # (see ``_new_generation``)
     self._hash = hash((cls, layout, refs))
@@ -386,6 +389,8 @@ def node_def(node: Any) -> NodeDef:
 
 _EPOCH = _version._epoch
 _PENDING = _lost_updates.PENDING
+_MODE_CHILD = _pytree_flags.OVERRIDE
+_Mode = _pytree_flags.Mode
 _lost_updates.ON_MARK[0] = _new_generation
 
 
@@ -499,6 +504,11 @@ def flatten(node: Any) -> tuple[Any, NodeDef]:
     g = nd.getter
     if g is not None:  # the common case, inline
       return ((g(d),) if nd.single else g(d)), nd
+    g = nd.fgetter
+    if g is not None:  # a node with a mode child, last (``_pytree_flags.child``, inline)
+      m = nd.mode
+      ov = d.get(_MODE_CHILD)
+      return (*g(d), ov if ov.__class__ is _Mode and ov.value is m.value else m), nd
     if nd.plain and not nd.views:
       kids = [d[k] for k in nd.keys]
       if nd.flag is not None:
