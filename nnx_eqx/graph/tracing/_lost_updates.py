@@ -84,9 +84,12 @@ are tests of two module-level dicts for emptiness; while some Variable is stale
 anywhere, a state Variable flattened or read costs one more dict look-up,
 Params and Module flattens cost nothing more, and a cached graph walk is
 checked once per new stale mark. The links cost one ``VariableRef`` per state
-Variable, made the first time it is flattened (nothing for one flattened again;
-a state Variable that a pytree map just rebuilt makes one at its first flatten)
-and nothing per Param or Module (see ``benchmarks/lost_updates.py``).
+Variable, made the first time it is flattened (four attribute tests when it is
+flattened again; a state Variable that a pytree map just rebuilt makes one at
+its first flatten), and nothing per Param or Module: a weak reference per
+rebuilt state Variable is the price of linking each copy to its own original
+(see ``benchmarks/lost_updates.py``, whose ``--before`` table compares with a
+tree from before this watch).
 """
 
 from __future__ import annotations
