@@ -146,7 +146,7 @@ def link(copy: Any, src: VariableRef) -> None:
     if held is None or type(outer[0]) is not cls:  # (a placeholder: ``partition``'s other half)
       return
     cd[COPY_MARK] = mark = _aliases(outer, held, cls)
-    LINKS[key] = (weakref.ref(value, _forgetter(LINKS, key)), mark)
+    LINKS[key] = (weakref.ref(value, forgetter(LINKS, key)), mark)
     return
   # a value held as is, not traced here (a leaf a filtered transformation closes
   # over and Equinox's combine puts back, an unmapped one under vmap, an int under
@@ -177,7 +177,7 @@ def _aliases(outer: list, value: Any, cls: type) -> tuple:
   return tuple(out)
 
 
-def _forgetter(table: dict, key: int) -> Any:
+def forgetter(table: dict, key: int) -> Any:
   """The weak reference callback that removes ``table[key]`` with its object."""
 
   def forget(ref: Any, table: dict = table, key: int = key) -> None:

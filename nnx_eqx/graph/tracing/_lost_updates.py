@@ -106,7 +106,7 @@ import jax
 
 from .._errors import LostUpdateError
 from ._copy_links import COPY_MARK as COPY_MARK
-from ._copy_links import LINKS, _forgetter, origin_of
+from ._copy_links import LINKS, forgetter, origin_of
 from ._traces import current_trace_object, in_transform, live_traces
 
 PENDING: dict[int, tuple] = {}
@@ -373,7 +373,7 @@ def _mark_stale(origin: tuple, what: str, outside: bool = False) -> None:
     e = STALE.get(key)
     if e is not None and e[0]() is var and e[1] is value:
       continue
-    STALE[key] = (weakref.ref(var, _forgetter(STALE, key)), value, what, [False])
+    STALE[key] = (weakref.ref(var, forgetter(STALE, key)), value, what, [False])
     STALE_EPOCH[0] += 1
     marked = True
   if marked and outside and ON_MARK[0] is not None:

@@ -710,12 +710,11 @@ def _make_unflatten(cls, state: bool):
     e = _CURRENT_TRACE[0]
     if e[0] is not ref:
       e = _trace_entry(ref)
-    src = aux if aux.__class__ is _VariableRef else None
-    if src is not None:
-      aux = src.meta
     d = {"_value": children[0], "_trace": e[1]}
-    if src is not None:  # where its value came from (see ``_copy_links``)
-      d[_FROM] = src
+    src = None
+    if aux.__class__ is _VariableRef:  # where its value came from (see ``_copy_links``)
+      src = d[_FROM] = aux
+      aux = src.meta
     if e[2]:  # rebuilt inside a JAX trace: a copy (see ``_lost_updates``)
       d[_COPY_MARK] = True
     if aux:
