@@ -32,7 +32,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from nnx_eqx.graph.tracing._traces import CURRENT, TRACE_REF, entry
+from nnx_eqx.graph.tracing._traces import CURRENT, READ_REF, entry
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _common import print_table  # noqa: E402
@@ -50,7 +50,7 @@ def _stand_ins(token: bool, own_setattr: bool, module_dict: bool) -> list:
   """500 stand-in layers whose classes are registered as pytrees as described."""
 
   def tok():  # the current trace's token, as nnx_eqx's unflatten reads it (inlined there)
-    ref = TRACE_REF.value
+    ref = READ_REF()
     e = CURRENT[0]
     return e[1] if e[0] is ref else entry(ref)[1]
 

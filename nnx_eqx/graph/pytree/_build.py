@@ -40,7 +40,7 @@ def rebase(nd: Any, ref: Any) -> None:
 
 _TEMPLATE = """
 def build(nd, c):
-  ref = TRACE_REF.value
+  ref = READ_REF()
   key = nd.base_key
   if key[0] is not ref or key[1] is not EPOCH[0]:
     rebase(nd, ref)
@@ -60,7 +60,7 @@ def build(nd, c):
 
 def _generate(fill: str) -> Any:
   namespace = {
-    "TRACE_REF": _tracing.TRACE_REF,
+    "READ_REF": _tracing.READ_REF,
     "EPOCH": _EPOCH,
     "rebase": rebase,
     "new": object.__new__,

@@ -32,7 +32,7 @@ from ..tracing._lost_updates import check_flattened_variable as _check_flattened
 from ..tracing._lost_updates import check_variable as _check_variable
 from ..tracing._lost_updates import note_write as _note_write
 from ..tracing._traces import CURRENT as _CURRENT_TRACE
-from ..tracing._traces import TRACE_REF as _TRACE_REF
+from ..tracing._traces import READ_REF as _READ_REF
 from ..tracing._traces import check_trace, current_trace
 from ..tracing._traces import entry as _trace_entry
 from ._defaults import _DEFAULTS, _EAGER
@@ -694,7 +694,7 @@ def _make_unflatten(cls, state: bool):
   set_dict = dict_setter(cls)
 
   def unflatten_param(aux, children):
-    ref = _TRACE_REF.value
+    ref = _READ_REF()
     e = _CURRENT_TRACE[0]
     if e[0] is not ref:
       e = _trace_entry(ref)
@@ -706,7 +706,7 @@ def _make_unflatten(cls, state: bool):
     return v
 
   def unflatten_state(aux, children):
-    ref = _TRACE_REF.value
+    ref = _READ_REF()
     e = _CURRENT_TRACE[0]
     if e[0] is not ref:
       e = _trace_entry(ref)
