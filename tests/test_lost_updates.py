@@ -225,6 +225,25 @@ def test_a_loop_passing_fresh_temporaries_traces_once():
   assert _lost_updates.unreported() == []
 
 
+def test_a_method_rebinding_a_temporary_in_its_loop_traces_once():
+  """The message names the Variable's owner from the ``self`` of frames; reading
+  them must not keep the temporaries of the caller's loop alive (before PEP 667,
+  reading a running frame's ``f_locals`` leaves a copy of them on it)."""
+  counter = TraceCounter()
+  f = jax.jit(counter(lambda r: r.params()))
+
+  class Trainer:
+    def run(self):
+      for i in range(4):
+        r = nnx.Rngs(i)
+        f(r)
+      return r
+
+  Trainer().run()
+  assert counter.count == 1
+  assert _lost_updates.unreported() == []
+
+
 # -- no blind spot -------------------------------------------------------------
 @pytest.mark.parametrize("through", [0, 1])
 def test_a_layer_shared_by_two_arguments_is_linked_through_either(through):

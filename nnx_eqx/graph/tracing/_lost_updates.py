@@ -95,6 +95,7 @@ tree from before this watch).
 from __future__ import annotations
 
 import dis
+import inspect
 import os
 import pathlib
 import sys
@@ -164,19 +165,25 @@ def _name_in(obj: Any, var: Any, depth: int) -> str | None:
   return None
 
 
-def _describe(var: Any, frame: Any) -> str:
+def _describe(var: Any, frame: Any, running: Any) -> str:
   """The Variable's class, shape, the attribute of the object that owns it and
-  the first place outside this package that led to the write."""
+  the first place outside this package that led to the write (``running``: the
+  frame running the trace, see :func:`_running`)."""
   what = type(var).__name__
   shape = getattr(var.__dict__.get("_value"), "shape", None)
   owner = site = None
-  f, seen = frame, 0
+  f, seen, selves = frame, 0, True
   while f is not None and seen < 64:  # the outermost ``self`` that holds it names it best
-    obj = f.f_locals.get("self")
+    obj = f.f_locals.get("self") if selves and "self" in f.f_code.co_varnames else None
     if obj is not None and obj is not var:
       name = _name_in(obj, var, 2)
       if name is not None:
         owner = f"{type(obj).__name__}.{name}"
+    if f is running and _SNAPSHOTS:
+      # (before PEP 667, reading ``f_locals`` of a frame that goes on running,
+      # outside the trace, would leave a copy of its locals on it, which keeps
+      # the temporaries of a loop there alive after it rebinds them)
+      selves = False
     file = f.f_code.co_filename
     if site is None and not file.startswith(_HERE) and not any(w in file for w in _WRAPPERS):
       site = f"{file}:{f.f_lineno}"
@@ -237,7 +244,15 @@ def _release(frame: Any) -> None:
       f.clear()
     except RuntimeError:  # (still running)
       return
+    if _SNAPSHOTS and f.f_code.co_flags & inspect.CO_OPTIMIZED:
+      f.f_locals.clear()  # (and the copy of them that reading ``f_locals`` left)
     f, seen = f.f_back, seen + 1
+
+
+_SNAPSHOTS = sys.version_info < (3, 13)
+"""Whether reading a function frame's ``f_locals`` leaves a dict on the frame
+that holds its locals until the frame is freed (before PEP 667): a finished
+frame a pending write kept still holds its arguments through it."""
 
 
 def _returned(frame: Any) -> bool:
@@ -283,11 +298,12 @@ def note_write(var: Any) -> None:
   if _under_shape_evaluation(frame):
     return
   trace = current_trace_object()
+  running = None if trace is None else _running(trace, frame)
   PENDING[key] = (
     _ident(),
     None if trace is None else weakref.ref(trace),
-    _describe(var, frame),
-    None if trace is None else _running(trace, frame),
+    _describe(var, frame, running),
+    running,
     _origins(var),
   )
   _SWEPT.pop(_ident(), None)
