@@ -38,8 +38,9 @@ This module makes the drop loud, on that original only:
    the caller's objects hold what they held, and nothing is marked. Otherwise the
    linked originals that still hold the value from before the call are marked
    *stale* -- once the transformation's call has returned to the code that called
-   it, and the finished frames of JAX that held its arguments are cleared, so a
-   temporary argument is gone by then. The mark belongs to the Variable, weakly
+   it, and the finished frames of JAX that held its arguments are cleared (with
+   the copy of their locals that reading ``f_locals`` leaves before Python 3.13),
+   so a temporary argument is gone by then. The mark belongs to the Variable, weakly
    held: another object holding the same array (a clone, an ``nnx.update``
    target, a checkpoint restored from those arrays, an ``nnx.state`` snapshot of
    the values) is not concerned, and writing a new value to the stale Variable
@@ -47,11 +48,13 @@ This module makes the drop loud, on that original only:
    itself a copy in a trace still running (nested transforms), it is marked and
    its own write recorded as pending, and the drop travels outwards.
 4. *Reports.* Reading a stale Variable, flattening it, or walking a graph that
-   holds it raises :class:`LostUpdateError`, naming the Variable, where it was
-   written and the fixes. An update dropped on an object nobody holds any more
-   (a temporary ``rngs.fork()`` passed to ``jax.vmap``) leaves nothing to report;
-   other objects are never concerned. :func:`clear_lost_updates` accepts the
-   values from before the call.
+   holds it raises :class:`LostUpdateError`, naming the Variable (by the
+   outermost ``self`` that holds it; before Python 3.13, among frames inside the
+   trace only, as reading the locals of a frame that goes on running would keep
+   them alive), where it was written and the fixes. An update dropped on an
+   object nobody holds any more (a temporary ``rngs.fork()`` passed to
+   ``jax.vmap``) leaves nothing to report; other objects are never concerned.
+   :func:`clear_lost_updates` accepts the values from before the call.
 
 Writes under ``jax.eval_shape`` / ``eqx.filter_eval_shape`` are exempt (shape
 evaluation discards all values).
