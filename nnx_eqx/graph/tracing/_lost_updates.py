@@ -177,7 +177,7 @@ def _describe(var: Any, frame: Any, running: Any) -> str:
   owner = site = None
   f, seen, selves = frame, 0, True
   while f is not None and seen < 64:  # the outermost ``self`` that holds it names it best
-    obj = f.f_locals.get("self") if selves and "self" in f.f_code.co_varnames else None
+    obj = f.f_locals.get("self") if selves else None
     if obj is not None and obj is not var:
       name = _name_in(obj, var, 2)
       if name is not None:

@@ -55,15 +55,11 @@ try:  # a C++ config holding a weak reference to the current trace: ~20 ns a rea
 except ImportError:
   TRACE_REF = _RefFromContext() if _CTX is not None else _NoRef()  # type: ignore[assignment]
 # Hot paths read ``READ_REF()`` (an identity of the current trace) and compare it
-# with ``CURRENT[0][0]`` before asking ``entry``.
-try:  # this thread's own value, about 10 ns cheaper than ``.value``: JAX sets it
-  # whenever a trace starts or ends, and until the thread first traces it is
-  # ``unset`` (another object, naming the top level as well)
-  READ_REF = TRACE_REF.get_local  # type: ignore[union-attr]
-  if READ_REF() is not TRACE_REF.value and TRACE_REF.value is not TRACE_REF.get_global():  # type: ignore[union-attr]
-    raise AttributeError
-except AttributeError:
-  READ_REF = functools.partial(getattr, TRACE_REF, "value")
+# with ``CURRENT[0][0]`` before asking ``entry``. Where the config has one, it is
+# this thread's own value (about 10 ns cheaper than ``.value``): JAX sets it
+# whenever a trace starts or ends, and until the thread first traces it is
+# ``unset`` (another object, naming the top level as well; see test_tracing).
+READ_REF = getattr(TRACE_REF, "get_local", None) or functools.partial(getattr, TRACE_REF, "value")
 
 CURRENT: list = [(None, None, False)]
 """``[(ref, token, in a transform)]`` of the trace :func:`entry` saw last."""
