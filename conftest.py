@@ -114,13 +114,15 @@ def _no_dropped_state_updates():
   """Fails the test that left a module with a stale value (a state update that a
   JAX transformation dropped, see nnx.LostUpdateError) still held after the test
   without the library ever reporting it, and forgets every record, so nothing of
-  one test reaches the next."""
-  yield
+  one test reaches the next (nor does a test's ``nnx.set_lost_update_watch``)."""
   from nnx_eqx.graph.tracing import _lost_updates
 
+  watching = _lost_updates.WATCHING[0]
+  yield
   try:
     lost = _lost_updates.unreported()
     if lost:
       pytest.fail(f"dropped state updates never reported: {lost}")
   finally:
     _lost_updates.reset()
+    _lost_updates.WATCHING[0] = watching

@@ -19,7 +19,9 @@ Two tables, each measured side by side in this process:
   in fresh processes over this tree and over ``DIR``, alternately, with the
   ratio of their medians: rebuilding and flattening a fresh model of 100
   ``Linear`` layers, of 100 ``BatchNorm`` layers (state Variables, which the
-  watch links), and the Equinox-style step.
+  watch links), flattening each model as it is held (what ``jax.jit`` does with
+  its arguments at every call), and the Equinox-style step; this tree also with the watch
+  turned off (``NNX_EQX_LOST_UPDATE_WATCH=0``, see ``nnx.set_lost_update_watch``).
 
     python benchmarks/lost_updates.py            # full run
     python benchmarks/lost_updates.py --quick    # fewer repeats
@@ -152,6 +154,10 @@ def _measure_once(n: int) -> dict[str, float]:
     leaves, tree = jax.tree.flatten(model)
     fn = lambda tree=tree, leaves=leaves: jax.tree.flatten(jax.tree.unflatten(tree, leaves))  # noqa: E731
     out[name] = min(_time(fn, n) for _ in range(5))
+    held = lambda model=model: jax.tree.flatten(model)  # noqa: E731
+    out[name.replace("rebuild + flatten", "flatten (as jax.jit does)")] = min(
+      _time(held, n) for _ in range(5)
+    )
   for batched in (True, False):
     _, m, forward = models("from_eqx", DEPTH, batched)
     run = step_fns(m, forward, batched)
@@ -174,12 +180,18 @@ def _time(fn, n: int, block: bool = False) -> float:
 
 def before_rows(before: str, n: int, rounds: int) -> list[dict]:
   here = str(pathlib.Path(__file__).resolve().parents[1])
-  samples: dict[str, dict[str, list]] = {"this tree": {}, "before the watch": {}}
+  runs = (
+    ("this tree", here, "1"),
+    ("this tree, watch off", here, "0"),
+    ("before the watch", before, "1"),
+  )
+  samples: dict[str, dict[str, list]] = {label: {} for label, _, _ in runs}
   for _ in range(rounds):
-    for label, root in (("this tree", here), ("before the watch", before)):
+    for label, root, watch in runs:
       env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([root, str(pathlib.Path(__file__).parent)]),
+        "NNX_EQX_LOST_UPDATE_WATCH": watch,  # (a tree from before the watch ignores it)
       }
       cmd = [sys.executable, __file__, "--measure-once", str(n)]
       res = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, cwd=root)
@@ -187,7 +199,7 @@ def before_rows(before: str, n: int, rounds: int) -> list[dict]:
         samples[label].setdefault(k, []).append(v)
   rows = []
   for case in samples["this tree"]:
-    for label in ("before the watch", "this tree"):
+    for label in ("before the watch", "this tree", "this tree, watch off"):
       us = statistics.median(samples[label][case])
       rows.append({"case": case, "impl": label, "us": us, "baseline": label == "before the watch"})
   return rows

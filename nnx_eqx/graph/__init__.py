@@ -23,6 +23,7 @@ from ._errors import TraceContextError as TraceContextError
 from ._errors import UnknownAttributeError as UnknownAttributeError
 from ._errors import UnknownFilterError as UnknownFilterError
 from .tracing._lost_updates import clear_lost_updates as clear_lost_updates
+from .tracing._lost_updates import set_lost_update_watch as set_lost_update_watch
 from .state._filters import All as All
 from .state._filters import Any as Any
 from .state._filters import Everything as Everything

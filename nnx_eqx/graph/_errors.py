@@ -66,7 +66,9 @@ class LostUpdateError(NnxError, RuntimeError):
   ``nnx.state(model, nnx.Not(nnx.Param))`` and ``nnx.update`` the module with it;
   or store the state in ``jax.Ref``s with ``nnx.with_vars(model, ref=True, ...)``.
   ``nnx.clear_lost_updates(model)`` accepts the values from before the dropped
-  call, so the module can be used again.
+  call, so the module can be used again. ``nnx.set_lost_update_watch(False)``
+  turns the watch off for the process (flax.nnx's behaviour, at the flatten cost
+  from before the watch).
 
   Example:
     >>> import equinox as eqx, jax.numpy as jnp, nnx_eqx as nnx

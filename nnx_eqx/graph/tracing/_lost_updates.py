@@ -92,7 +92,9 @@ flattened again; a state Variable that a pytree map just rebuilt makes one at
 its first flatten), and nothing per Param or Module: a weak reference per
 rebuilt state Variable is the price of linking each copy to its own original
 (see ``benchmarks/lost_updates.py``, whose ``--before`` table compares with a
-tree from before this watch).
+tree from before this watch). :func:`set_lost_update_watch` turns the watch off
+(``WATCHING``): state Variables then flatten with their metadata as Params do,
+copies are neither marked nor linked, and nothing is recorded.
 """
 
 from __future__ import annotations
@@ -112,6 +114,25 @@ from .._errors import LostUpdateError
 from ._copy_links import COPY_MARK as COPY_MARK
 from ._copy_links import LINKS, forgetter, origin_of
 from ._traces import current_trace_object, in_transform, live_traces
+
+_ENV = "NNX_EQX_LOST_UPDATE_WATCH"
+_ON, _OFF = frozenset({"1", "true", "on", "yes"}), frozenset({"0", "false", "off", "no"})
+
+
+def _watch_from_env() -> bool:
+  raw = os.environ.get(_ENV, "1")
+  if raw.strip().lower() in _ON:
+    return True
+  if raw.strip().lower() in _OFF:
+    return False
+  raise ValueError(
+    f"The environment variable {_ENV}={raw!r} is not a switch: set it to 1/true/on to"
+    " watch for dropped updates (the default) or 0/false/off to turn the watch off."
+  )
+
+
+WATCHING = [_watch_from_env()]
+"""``[True]`` while dropped updates are watched (see :func:`set_lost_update_watch`)."""
 
 PENDING: dict[int, tuple] = {}
 """``id(copy) -> (thread, weak reference to the copy's trace, description, the
@@ -295,7 +316,7 @@ def note_write(var: Any) -> None:
   """Records a write to ``var``, a copy rebuilt inside a JAX trace (called before
   the new value is stored)."""
   key = id(var)
-  if key in PENDING:
+  if key in PENDING or not WATCHING[0]:
     return
   frame = sys._getframe(2)
   if _under_shape_evaluation(frame):
@@ -542,3 +563,54 @@ def clear_lost_updates(*nodes: Any) -> None:
     for key, e in saved.items():
       if key not in held:
         STALE.setdefault(key, e)
+
+
+def set_lost_update_watch(enabled: bool) -> bool:
+  """Turns the watch for dropped state updates on or off, for the whole process.
+
+  On (the default), a state update a plain JAX transformation drops makes the
+  stale Variable raise :class:`~nnx_eqx.LostUpdateError` where it is used again.
+  To link each copy rebuilt in a trace to its own original, every state Variable
+  (any Variable type but ``Param``) flattens with a weak reference to itself,
+  which costs a little on every flatten and one weak reference each time a pytree
+  map rebuilds it (``benchmarks/lost_updates.py`` measures both against a tree
+  from before the watch). Off, state Variables flatten as Params do, at that
+  former cost, and a dropped update goes unreported, as in flax.nnx.
+
+  Turning it off forgets every pending write and stale mark. A program compiled
+  while it was off runs unwatched until it traces again. Set it once at start-up
+  (as ``jax.config``): it is not meant to be flipped while other threads trace.
+  The environment variable ``NNX_EQX_LOST_UPDATE_WATCH`` (``1``/``true``/``on`` or
+  ``0``/``false``/``off``), read at import, sets the value it starts with.
+  ``nnx.jit`` and the other lifted transforms carry every update either way.
+
+  Args:
+    enabled: ``True`` to watch, ``False`` to stop watching.
+
+  Returns:
+    Whether the watch was on before the call (to restore it later).
+
+  Raises:
+    TypeError: ``enabled`` is not a ``bool``.
+    ValueError: at import, where ``NNX_EQX_LOST_UPDATE_WATCH`` holds another value.
+
+  Example:
+    >>> import jax, jax.numpy as jnp, nnx_eqx as nnx
+    >>> previous = nnx.set_lost_update_watch(False)
+    >>> bn = nnx.BatchNorm(2, rngs=nnx.Rngs(0))
+    >>> _ = jax.jit(lambda m, x: m(x))(bn, jnp.ones((4, 2)))  # dropped, silently
+    >>> bn.mean[...]
+    Array([0., 0.], dtype=float32)
+    >>> nnx.set_lost_update_watch(previous)
+    False
+  """
+  if not isinstance(enabled, bool):
+    raise TypeError(
+      f"set_lost_update_watch(enabled=...) takes True or False, not {enabled!r}"
+      f" ({type(enabled).__name__}); pass bool(...) to convert it."
+    )
+  previous = WATCHING[0]
+  WATCHING[0] = enabled
+  if not enabled:
+    reset()
+  return previous

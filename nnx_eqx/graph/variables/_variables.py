@@ -28,6 +28,7 @@ from ..tracing._copy_links import variable_ref as _variable_ref
 from ..tracing._lost_updates import PENDING as _PENDING
 from ..tracing._lost_updates import STALE as _STALE
 from ..tracing._lost_updates import VARIABLE as _LOST_UPDATES_VARIABLE
+from ..tracing._lost_updates import WATCHING as _WATCHING
 from ..tracing._lost_updates import check_flattened_variable as _check_flattened_variable
 from ..tracing._lost_updates import check_variable as _check_variable
 from ..tracing._lost_updates import note_write as _note_write
@@ -646,6 +647,8 @@ def _state_flatten(v: Any):  # a hot path: the checks and the aux data inlined
   d = v.__dict__
   md = d.get("_metadata")
   meta = _metadata_aux(md) if md else ()
+  if not _WATCHING[0]:  # (the watch is off: as a Param)
+    return (d["_value"],), meta
   # its own aux data, made once: again where its metadata changed, a drop started
   # a new generation, or ``d`` was copied from another Variable
   ref = d.get(_AUX)
@@ -715,13 +718,14 @@ def _make_unflatten(cls, state: bool):
     if aux.__class__ is _VariableRef:  # where its value came from (see ``_copy_links``)
       src = d[_FROM] = aux
       aux = src.meta
-    if e[2]:  # rebuilt inside a JAX trace: a copy (see ``_lost_updates``)
+    copy = e[2] and _WATCHING[0]
+    if copy:  # rebuilt inside a JAX trace: a copy (see ``_lost_updates``)
       d[_COPY_MARK] = True
     if aux:
       d["_metadata"] = dict(aux.items) if isinstance(aux, _MetaBox) else dict(aux)
     v = _new(cls)
     set_dict(v, d)
-    if e[2] and src is not None:
+    if copy and src is not None:
       _link_copy(v, src)
     return v
 
