@@ -1,8 +1,6 @@
 """Trace tokens: equal within one JAX trace, different across traces, on the fast
 path (the token reused while its trace is current) and on the plain one."""
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import pytest
@@ -13,8 +11,7 @@ from nnx_eqx.graph.tracing import _traces as _tracing
 @pytest.mark.parametrize("fast", [True, False])
 def test_tokens_follow_the_current_trace(monkeypatch, fast):
   if not fast:  # a jax without a cheap identity of the current trace
-    no_ref = functools.partial(getattr, _tracing._NoRef(), "value")
-    monkeypatch.setattr(_tracing, "READ_REF", no_ref)
+    monkeypatch.setattr(_tracing, "READ_REF", _tracing.reader(_tracing._NoRef()))
   outer = _tracing.current_trace()
   seen = []
 

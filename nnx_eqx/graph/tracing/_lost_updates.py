@@ -121,9 +121,10 @@ _ON, _OFF = frozenset({"1", "true", "on", "yes"}), frozenset({"0", "false", "off
 
 def _watch_from_env() -> bool:
   raw = os.environ.get(_ENV, "1")
-  if raw.strip().lower() in _ON:
+  word = raw.strip().lower()
+  if word in _ON:
     return True
-  if raw.strip().lower() in _OFF:
+  if word in _OFF:
     return False
   raise ValueError(
     f"The environment variable {_ENV}={raw!r} is not a switch: set it to 1/true/on to"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copyreg
 import functools
+from typing import Any
 
 try:  # jax >= 0.10 exports it from jax.extend.core ...
   from jax.extend.core import get_opaque_trace_state as _get_state
@@ -54,12 +55,19 @@ try:  # a C++ config holding a weak reference to the current trace: ~20 ns a rea
     raise ImportError
 except ImportError:
   TRACE_REF = _RefFromContext() if _CTX is not None else _NoRef()  # type: ignore[assignment]
-# Hot paths read ``READ_REF()`` (an identity of the current trace) and compare it
-# with ``CURRENT[0][0]`` before asking ``entry``. Where the config has one, it is
-# this thread's own value (about 10 ns cheaper than ``.value``): JAX sets it
-# whenever a trace starts or ends, and until the thread first traces it is
-# ``unset`` (another object, naming the top level as well; see test_tracing).
-READ_REF = getattr(TRACE_REF, "get_local", None) or functools.partial(getattr, TRACE_REF, "value")
+
+
+def reader(ref: Any) -> Any:
+  """The no-argument function hot paths call to read ``ref`` (``TRACE_REF`` or a
+  stand-in with a ``.value``): an identity of the current trace, compared with
+  ``CURRENT[0][0]`` before asking ``entry``. Where the config has one, it is
+  this thread's own value (about 10 ns cheaper than ``.value``): JAX sets it
+  whenever a trace starts or ends, and until the thread first traces it is
+  ``unset`` (another object, naming the top level as well; see test_tracing)."""
+  return getattr(ref, "get_local", None) or functools.partial(getattr, ref, "value")
+
+
+READ_REF = reader(TRACE_REF)
 
 CURRENT: list = [(None, None, False)]
 """``[(ref, token, in a transform)]`` of the trace :func:`entry` saw last."""
