@@ -28,7 +28,8 @@ class MLP(nnx.Module):
   def __init__(self, rngs):
     split = nnx.with_partitioning(nnx.initializers.lecun_normal(), (None, "data"))
     whole = nnx.with_partitioning(nnx.initializers.lecun_normal(), (None, None))
-    self.hidden = nnx.Linear(4, 8, kernel_init=split, rngs=rngs)  # columns split over devices
+    # its columns are split over the devices
+    self.hidden = nnx.Linear(4, 8, kernel_init=split, rngs=rngs)
     self.out = nnx.Linear(8, 1, kernel_init=whole, rngs=rngs)  # a copy on every device
 
   def __call__(self, x):
@@ -36,7 +37,7 @@ class MLP(nnx.Module):
 
 
 def train(mesh, steps=3):
-  """Trains MLP on a batch split over the mesh's "data" axis; returns the model and losses."""
+  """Trains MLP on a batch split over the mesh's "data" axis; returns model, losses."""
 
   @nnx.jit
   def create():
@@ -65,9 +66,12 @@ def train(mesh, steps=3):
 if __name__ == "__main__":
   coordinator, num_processes, process_id, out = sys.argv[1:5]
   jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU only
-  jax.distributed.initialize(
-    coordinator, int(num_processes), int(process_id), coordinator_bind_address=coordinator
-  )  # process 0 listens on that address only
+  jax.distributed.initialize(  # process 0 listens on the coordinator's address only
+    coordinator,
+    int(num_processes),
+    int(process_id),
+    coordinator_bind_address=coordinator,
+  )
   n = jax.device_count()  # the devices of every process
   mesh = jax.make_mesh((n,), ("data",), axis_types=(AxisType.Auto,))
   model, losses = train(mesh)

@@ -5,8 +5,9 @@
   has a docstring and an entry in the API reference pages, and every ``:::``
   directive there names an existing object;
 * every page is in the navigation and every navigation entry exists;
-* every Python block in the docs is a doctest (``>>>``), so pytest's doctests over
-  ``docs/**/*.md`` run everything the site shows;
+* every ``pycon`` block in the docs is a doctest (``>>>``), so pytest's doctests over
+  ``docs/**/*.md`` run everything the site shows (``tests/test_doc_code_blocks.py``
+  checks that every ``>>>`` example is in one);
 * the generated list of flax.nnx differences names every failing flax test;
 * every generated section committed in a page (``docs/_hooks/generated.py``) is
   what its generator gives now (``python docs/_hooks/regenerate.py`` rewrites them).
@@ -84,10 +85,10 @@ def test_every_page_is_in_the_navigation():
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(DOCS)) for p in PAGES])
-def test_python_blocks_are_doctests(page):
-  blocks = re.findall(r"```python\n(.*?)```", page.read_text(), re.S)
+def test_pycon_blocks_are_doctests(page):
+  blocks = re.findall(r"```pycon\n(.*?)```", page.read_text(), re.S)
   for block in blocks:
-    assert block.startswith(">>> "), f"{page.name}: a ```python block that is not a doctest"
+    assert block.startswith(">>> "), f"{page.name}: a ```pycon block that is not a doctest"
     assert block.endswith("\n\n"), f"{page.name}: leave a blank line before the closing fence"
 
 
