@@ -15,6 +15,7 @@ from __future__ import annotations
 import gc
 import os
 import platform
+import re
 import statistics
 import time
 from collections.abc import Callable
@@ -143,6 +144,21 @@ def temp_bytes(jitted: Any, *args: Any) -> int:
   """Temporary (scratch) bytes of the compiled program, from XLA's memory analysis."""
   analysis = jitted.lower(*args).compile().memory_analysis()
   return int(analysis.temp_size_in_bytes)
+
+
+_DUNDER = re.compile(r"(?<![\w`])(__\w+__)(?![\w`])")
+
+
+def table_cell(text: object) -> str:
+  """``text`` as the cell of a Markdown table, shown as written.
+
+  A dunder name (``__setattr__``) goes in backticks, which Markdown would otherwise
+  render as bold ("setattr"), and a ``|`` is escaped so it does not end the cell.
+
+  >>> print(table_cell("+ Variables with a __setattr__ of their own | x"))
+  + Variables with a `__setattr__` of their own \\| x
+  """
+  return _DUNDER.sub(r"`\1`", str(text)).replace("|", "\\|")
 
 
 def metric_of(row: dict) -> tuple[str, float]:

@@ -72,7 +72,7 @@ def _cell(rows: list[dict], named: bool) -> str:
     return "–"
   if len(rows) == 1 and not named:
     return f"{rows[0]['ratio']:.2f}×"
-  return "<br>".join(f"{r['ratio']:.2f}× {r['impl']}" for r in rows)
+  return "<br>".join(f"{r['ratio']:.2f}× {_common.table_cell(r['impl'])}" for r in rows)
 
 
 def machine_line(report: dict) -> str:
@@ -122,7 +122,10 @@ def render(report: dict[str, Any]) -> str:
       cells = [
         _cell([r for r in others if column_of(str(r["impl"])) == c], c == "other") for c in COLUMNS
       ]
-      lines.append(f"| {title} | {case} | {' | '.join(cells)} | {base['impl']} ({_value(base)}) |")
+      lines.append(
+        f"| {title} | {_common.table_cell(case)} | {' | '.join(cells)}"
+        f" | {_common.table_cell(base['impl'])} ({_value(base)}) |"
+      )
   if absent:
     lines += ["", f"Not in this run: {', '.join(absent)}."]
   if report.get("errors"):

@@ -156,7 +156,8 @@ def markdown(report: dict) -> str:
     for r in _common.with_ratios(rows):
       unit, v = _common.metric_of(r)
       lines.append(
-        f"| {r['case']} | {r['impl']} | {_fmt_value(unit, v)} | {r['ratio']:.2f}x | {r['vs']} |"
+        f"| {_common.table_cell(r['case'])} | {_common.table_cell(r['impl'])}"
+        f" | {_fmt_value(unit, v)} | {r['ratio']:.2f}x | {_common.table_cell(r['vs'])} |"
       )
     lines.append(f"\n![{table}]({_png_name(table)})")
   if report["errors"]:

@@ -178,3 +178,17 @@ def test_a_run_keeps_nothing_from_an_earlier_one_unless_told(tmp_path):
   assert f"## overhead/train_step (measured {old['date']}, an earlier run)" in md
   with pytest.raises(headline.MixedRunsError):
     headline.render(mixed)
+
+
+def test_case_names_keep_their_underscores_in_the_tables():
+  """A dunder in a case name is code in RESULTS.md and the headline, not bold text."""
+  run_all = _load("bench_run_all", BENCH / "run_all.py")
+  rows = [
+    {"case": "+ Variables with a __setattr__", "impl": "a", "us": 1.0, "baseline": True},
+    {"case": "+ Variables with a __setattr__", "impl": "nnx_eqx | b", "us": 2.0},
+  ]
+  report = _synthetic()
+  report["tables"] = {"demo/dunder": rows}
+  md = run_all.markdown(report)
+  assert "| + Variables with a `__setattr__` | nnx_eqx \\| b | 2 us | 2.00x | a |" in md
+  assert " __setattr__ " not in md
