@@ -24,7 +24,6 @@
 # 4. saving and restoring a checkpoint (orbax).
 
 # %%
-import os
 import pathlib
 
 import jax
@@ -35,9 +34,15 @@ import treescope
 
 import nnx_eqx as nnx
 
+print("jax", jax.__version__, "| devices:", jax.devices()[:1])
+
+# %% tags=["remove_cell"]
+# Build plumbing (hidden on the site): each figure is also saved as a file, into
+# $NNX_EQX_FIGURES (notebooks/run.py sets it) or figures/.
+import os
+
 FIGURES = pathlib.Path(os.environ.get("NNX_EQX_FIGURES", "figures"))
 FIGURES.mkdir(parents=True, exist_ok=True)
-print("jax", jax.__version__, "| devices:", jax.devices()[:1])
 
 # %% [markdown]
 # ## 1. Modules
@@ -155,8 +160,10 @@ ax2.plot(xs[:, 0], model(xs)[:, 0], "--", label="MLP")
 ax2.legend()
 ax2.set_title("fit after 400 steps")
 fig.tight_layout()
-fig.savefig(FIGURES / "getting_started_loss.png", dpi=100)
 plt.show()
+
+# %% tags=["remove_cell"]
+fig.savefig(FIGURES / "getting_started_loss.png", dpi=100)
 
 # %% [markdown]
 # Modules are JAX pytrees too (keeping their sharing), so plain `jax.jit` and
@@ -165,7 +172,7 @@ plt.show()
 # is dropped leaves the module stale, and using it again raises `nnx.LostUpdateError`.
 
 # %%
-import equinox as eqx  # noqa: E402
+import equinox as eqx
 
 y, counted = eqx.filter_jit(lambda m, x: (m(x), m))(model, xs[:2])
 print(y, "count:", int(model.count.value), "->", int(counted.count.value))
@@ -181,7 +188,7 @@ print(y, "count:", int(counted.count.value))
 # `ShapeDtypeStruct`s) and restore into it.
 
 # %%
-import tempfile  # noqa: E402
+import tempfile
 
 ckpt_dir = pathlib.Path(tempfile.mkdtemp()) / "mlp"
 nnx.checkpoint.save(ckpt_dir, (model, optimizer))

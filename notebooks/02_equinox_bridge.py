@@ -26,9 +26,6 @@
 # initial weights, with `nnx.jit` + `nnx.Optimizer`, and compare the runs.
 
 # %%
-import os
-import pathlib
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -38,14 +35,20 @@ from sklearn.datasets import load_digits
 
 import nnx_eqx as nnx
 
-FIGURES = pathlib.Path(os.environ.get("NNX_EQX_FIGURES", "figures"))
-FIGURES.mkdir(parents=True, exist_ok=True)
-
 digits = load_digits()
 X = jnp.asarray(digits.data / 16.0, jnp.float32)
 Y = jnp.asarray(digits.target)
 x_train, y_train, x_test, y_test = X[:1400], Y[:1400], X[1400:], Y[1400:]
 print("train", x_train.shape, "test", x_test.shape)
+
+# %% tags=["remove_cell"]
+# Build plumbing (hidden on the site): each figure is also saved as a file, into
+# $NNX_EQX_FIGURES (notebooks/run.py sets it) or figures/.
+import os
+import pathlib
+
+FIGURES = pathlib.Path(os.environ.get("NNX_EQX_FIGURES", "figures"))
+FIGURES.mkdir(parents=True, exist_ok=True)
 
 # %% [markdown]
 # ## Convert
@@ -139,8 +142,10 @@ ax1.legend()
 ax2.semilogy([abs(a - b) + 1e-12 for a, b in zip(eqx_losses, nnx_losses)])
 ax2.set(xlabel="step", ylabel="|difference|", title="loss difference between the runs")
 fig.tight_layout()
-fig.savefig(FIGURES / "bridge_training_both_ways.png", dpi=100)
 plt.show()
+
+# %% tags=["remove_cell"]
+fig.savefig(FIGURES / "bridge_training_both_ways.png", dpi=100)
 
 # %% [markdown]
 # The converted model's forward pass and gradients are the Equinox model's, bit

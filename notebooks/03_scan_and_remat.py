@@ -28,8 +28,6 @@
 # written by hand over the split state, which we check below on compiled memory.
 
 # %%
-import os
-import pathlib
 import time
 
 import jax
@@ -39,8 +37,6 @@ import optax
 
 import nnx_eqx as nnx
 
-FIGURES = pathlib.Path(os.environ.get("NNX_EQX_FIGURES", "figures"))
-FIGURES.mkdir(parents=True, exist_ok=True)
 WIDTH, BATCH = 64, 16
 
 
@@ -69,6 +65,15 @@ def make_stack(depth: int, seed: int = 0) -> Block:
 stack = make_stack(8)
 print(nnx.tabulate(stack))
 print("stacked kernel:", stack.dense.kernel.value.shape)
+
+# %% tags=["remove_cell"]
+# Build plumbing (hidden on the site): each figure is also saved as a file, into
+# $NNX_EQX_FIGURES (notebooks/run.py sets it) or figures/.
+import os
+import pathlib
+
+FIGURES = pathlib.Path(os.environ.get("NNX_EQX_FIGURES", "figures"))
+FIGURES.mkdir(parents=True, exist_ok=True)
 
 # %% [markdown]
 # ## The forward pass as a scan
@@ -155,8 +160,10 @@ ax.set(xlabel="depth (blocks)", ylabel="lower + compile of grad (s)", title="com
 ax.set_xticks(DEPTHS)
 ax.legend()
 fig.tight_layout()
-fig.savefig(FIGURES / "scan_compile_time.png", dpi=100)
 plt.show()
+
+# %% tags=["remove_cell"]
+fig.savefig(FIGURES / "scan_compile_time.png", dpi=100)
 
 # %% [markdown]
 # ## Memory: remat inside scan
@@ -201,8 +208,10 @@ ax.bar(list(memory), [v / 1024 for v in memory.values()], color=["C0", "C1", "C2
 ax.set(ylabel="compiled temporary memory (KiB)",
        title=f"gradient of a {DEPTH}-block scan, batch {BATCH}, width {WIDTH}")
 fig.tight_layout()
-fig.savefig(FIGURES / "remat_memory.png", dpi=100)
 plt.show()
+
+# %% tags=["remove_cell"]
+fig.savefig(FIGURES / "remat_memory.png", dpi=100)
 
 # %% [markdown]
 # ## Training the scanned model
@@ -239,5 +248,7 @@ ax.semilogy(rematted, "--", label="nnx.scan + nnx.remat")
 ax.set(xlabel="step", ylabel="MSE", title="training an 8-block scanned model")
 ax.legend()
 fig.tight_layout()
-fig.savefig(FIGURES / "scan_training_loss.png", dpi=100)
 plt.show()
+
+# %% tags=["remove_cell"]
+fig.savefig(FIGURES / "scan_training_loss.png", dpi=100)

@@ -16,15 +16,21 @@
 #
 # The benchmark suite (`python benchmarks/run_all.py`, see `benchmarks/README.md`)
 # measures per-step overhead, split/merge cost, conversion cost, scan compile time
-# and compiled memory, every figure a ratio measured side by side in one process.
-# This notebook shows the suite's last committed report, then re-measures the two
+# and compiled memory, every figure a ratio measured side by side in one process;
+# its committed report, with the machine it ran on, is the
+# [performance guide](../../guides/performance/). This notebook re-measures the two
 # questions a picture answers best, at a small scale that runs in seconds:
 #
 # * how the fixed per-step overhead of each framework compares with the step's
 #   compute as the model grows;
 # * how split + merge time grows with the number of Variables.
 #
-# Timings on a shared 2-core machine are noisy: read the ratios, not the digits.
+# **Where these numbers come from.** Every number and plot below is measured when
+# the notebook runs: on the site, while the site was built, on the machine that
+# built it (the first output names it, with the versions). That is seldom the
+# machine of the committed report, and timings on a shared machine are noisy, so
+# where a ratio here differs from the guide's, the guide's is the one measured
+# under the suite's controlled conditions: read the trends, not the digits.
 
 # %%
 import os
@@ -36,30 +42,22 @@ import jax
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import optax
-from IPython.display import Markdown, display
 
 import nnx_eqx as nnx
 
 sys.path.insert(0, str(pathlib.Path("..", "benchmarks").resolve()))
-import _common  # noqa: E402  (the suite's timing helpers)
+import _common  # the benchmark suite's timing helpers
+import overhead  # the suite's overhead benchmarks
 
+fnnx = _common.flax_nnx()
+machine = _common.machine()
+print("measured on:", ", ".join(f"{k} {v}" for k, v in machine.items()))
+
+# %% tags=["remove_cell"]
+# Build plumbing (hidden on the site): each figure is also saved as a file, into
+# $NNX_EQX_FIGURES (notebooks/run.py sets it) or figures/.
 FIGURES = pathlib.Path(os.environ.get("NNX_EQX_FIGURES", "figures"))
 FIGURES.mkdir(parents=True, exist_ok=True)
-fnnx = _common.flax_nnx()
-print(_common.machine())
-
-# %% [markdown]
-# ## The suite's last report
-#
-# `benchmarks/results/RESULTS.md` is written by `run_all.py` (with the machine it
-# ran on); it is shown here as committed.
-
-# %%
-report = pathlib.Path("..", "benchmarks", "results", "RESULTS.md")
-if report.exists():
-  display(Markdown(report.read_text().split("\n", 1)[1].replace("](", "](../benchmarks/results/")))
-else:
-  print("No committed report yet: run `python benchmarks/run_all.py`.")
 
 # %% [markdown]
 # ## Per-step overhead vs model size
@@ -198,8 +196,10 @@ ax2.legend(fontsize=8)
 fig.text(0.01, 0.01, f"{_common.cpu_model()}, {os.cpu_count()} cores, jax {jax.__version__}",
          fontsize=7, color="gray")
 fig.tight_layout()
-fig.savefig(FIGURES / "performance_step_overhead.png", dpi=100)
 plt.show()
+
+# %% tags=["remove_cell"]
+fig.savefig(FIGURES / "performance_step_overhead.png", dpi=100)
 
 # %% [markdown]
 # The gap between a framework and plain JAX is a fixed cost per call (Python work
@@ -211,35 +211,21 @@ plt.show()
 # ## split + merge vs number of Variables
 #
 # A module holding `n` scalar Params: `nnx.merge(*nnx.split(m))` next to a plain
-# `jax.tree` flatten + unflatten of the same State (and flax.nnx when installed).
-
+# `jax.tree` flatten + unflatten of the same State (and flax.nnx when installed),
+# measured by the suite's own function (`benchmarks/overhead.py`,
+# `split_merge_rows`: the `overhead/split_merge` table of the guide) with the
+# suite's repetitions, over smaller models.
 
 # %%
-class Wide(nnx.Module):
-  def __init__(self, n):
-    self.params = nnx.List([nnx.Param(jnp.zeros(())) for _ in range(n)])
-
-
 SIZES = (10, 30, 100, 300)
-split_us = {}
+split_us = {n: {} for n in SIZES}
+for row in overhead.split_merge_rows(SIZES, n=500, rounds=7):
+  size = int(row["case"].split()[0]) if row["case"].endswith("Variables") else None
+  if size in split_us:
+    split_us[size][row["impl"]] = row["us"]
 for n in SIZES:
-  m = Wide(n)
-  st = nnx.state(m)
-  fns = {
-    "nnx_eqx split+merge": lambda m=m: nnx.merge(*nnx.split(m)),
-    "jax.tree flatten+unflatten": lambda st=st: jax.tree.unflatten(*reversed(jax.tree.flatten(st))),
-  }
-  if fnnx is not None:
-
-    class FWide(fnnx.Module):
-      def __init__(self, n):
-        self.params = fnnx.List([fnnx.Param(jnp.zeros(())) for _ in range(n)])
-
-    fm = FWide(n)
-    fns["flax.nnx split+merge"] = lambda fm=fm: fnnx.merge(*fnnx.split(fm))
-  reps = max(5, 2000 // n)
-  split_us[n] = {k: t * 1e6 for k, t in _common.interleaved(fns, n=reps, rounds=5).items()}
-  print(n, {k: f"{v:.1f} us" for k, v in split_us[n].items()})
+  base = split_us[n]["jax.tree flatten+unflatten"]
+  print(n, {k: f"{v:.1f} us ({v / base:.2f}x)" for k, v in split_us[n].items()})
 
 # %%
 fig, ax = plt.subplots(figsize=(6, 3.8))
@@ -249,5 +235,7 @@ ax.set(xscale="log", yscale="log", xlabel="Variables", ylabel="µs",
        title="split + merge time vs model size")
 ax.legend(fontsize=8)
 fig.tight_layout()
-fig.savefig(FIGURES / "performance_split_merge.png", dpi=100)
 plt.show()
+
+# %% tags=["remove_cell"]
+fig.savefig(FIGURES / "performance_split_merge.png", dpi=100)

@@ -6,6 +6,10 @@
 The figures each notebook saves go to ``$NNX_EQX_FIGURES`` (default
 ``notebooks/figures/``, the committed copies). ``tests/test_notebooks.py`` uses
 :func:`execute` with a temporary folder instead.
+
+Cells that only serve the build (saving figures as files) are tagged
+``remove_cell`` (``# %% tags=["remove_cell"]``), which the site leaves out; the
+execution counts of an executed notebook number its other code cells from 1.
 """
 
 from __future__ import annotations
@@ -49,6 +53,28 @@ def _run(nb, timeout: int, allow_errors: bool) -> None:
   ).execute()
 
 
+HIDDEN = "remove_cell"  # the tag of cells the site leaves out
+
+
+def renumber(nb) -> None:
+  """Numbers the code cells of an executed notebook 1, 2, ... as a page shows them.
+
+  Several notebooks run in one kernel (:func:`execute_all`), whose count runs on
+  from one notebook to the next; and cells tagged :data:`HIDDEN` are not shown,
+  so they get no number.
+  """
+  count = 0
+  for cell in nb.cells:
+    if cell.cell_type != "code":
+      continue
+    shown = HIDDEN not in cell.get("metadata", {}).get("tags", [])
+    count += shown
+    cell.execution_count = count if shown else None
+    for out in cell.get("outputs", []):
+      if "execution_count" in out:
+        out["execution_count"] = cell.execution_count
+
+
 def execute(path: pathlib.Path, figures: pathlib.Path, timeout: int = 120):
   """Runs one notebook top to bottom with figures written to ``figures``.
 
@@ -58,6 +84,7 @@ def execute(path: pathlib.Path, figures: pathlib.Path, timeout: int = 120):
   nb = jupytext.read(path)
   with _figures_to(figures):
     _run(nb, timeout, allow_errors=False)
+  renumber(nb)
   return nb
 
 
@@ -69,7 +96,8 @@ _RESET = "%reset -f\nimport matplotlib.pyplot as _plt\n_plt.close('all')\ndel _p
 def execute_all(paths: list[pathlib.Path], figures: pathlib.Path, timeout: int = 120) -> list:
   """Runs several notebooks one after the other in a single kernel.
 
-  Each notebook starts from an empty namespace (``%reset -f``); a failing cell
+  Each notebook starts from an empty namespace (``%reset -f``) and its execution
+  counts from 1 (:func:`renumber`); a failing cell
   is recorded as an ``error`` output and the run goes on, so one broken
   notebook does not hide the others. Returns the executed notebooks, in order.
   """
@@ -85,6 +113,7 @@ def execute_all(paths: list[pathlib.Path], figures: pathlib.Path, timeout: int =
     start += 1  # the reset cell
     nb.cells = combined.cells[start : start + len(nb.cells)]
     start += len(nb.cells)
+    renumber(nb)
   return nbs
 
 

@@ -181,3 +181,19 @@ def test_docstring_conventions_are_read_as_google_sections():
   assert "  Exception: Whatever f raises." in out
   assert "Examples:\n  >>> 1" in out
   assert "See `nnx.Rngs` and `nnx.jit`." in out
+
+
+def test_an_indented_generated_section_keeps_its_indentation():
+  """A section inside a block (``??? details``) is indented with it, markers and text."""
+  generated = _load("generated")
+  generate = generated.generator({"a": lambda: "| t |\n|---|\n\nline\n"}, "page.md")
+  text = '??? details "All"\n\n    <!-- generated: a -->\n\n    old\n\n'
+  text += "    <!-- end generated: a -->\n"
+  (section,) = generated.sections(text)
+  assert (section.name, section.body, section.indent) == ("a", "old", "    ")
+  new = generated.fill(text, generate)
+  assert new == (
+    '??? details "All"\n\n    <!-- generated: a -->\n\n    | t |\n    |---|\n\n    line\n\n'
+    "    <!-- end generated: a -->\n"
+  )
+  assert generated.stale(new, generate) == [] and generated.fill(new, generate) == new

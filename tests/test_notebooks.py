@@ -54,3 +54,29 @@ def test_notebook_executes_and_draws_its_figures(path, executed):
   for name in figures:
     assert (tmp_path / name).stat().st_size > 5000, f"{name} was not regenerated"
     assert (path.parent / "figures" / name).exists(), f"commit notebooks/figures/{name}"
+
+
+_PLUMBING = re.compile(r"FIGURES|savefig|noqa")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_build_plumbing_is_in_hidden_cells(path):
+  """What only the build needs (saving figures as files) is in cells tagged
+  ``remove_cell``, which the site leaves out; the shown cells are the lesson."""
+  import jupytext
+
+  nb = jupytext.read(path)
+  shown = [c for c in nb.cells if run.HIDDEN not in c.metadata.get("tags", [])]
+  leaks = [c.source.splitlines()[0] for c in shown if _PLUMBING.search(c.source)]
+  assert not leaks, f"{path.name}: build plumbing in shown cells: {leaks}"
+  assert any(run.HIDDEN in c.metadata.get("tags", []) for c in nb.cells)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_execution_counts_start_at_one_in_every_notebook(path, executed):
+  """The notebooks run in one kernel, but each page counts its own cells."""
+  notebooks, _ = executed
+  code = [c for c in notebooks[path].cells if c.cell_type == "code"]
+  shown = [c.execution_count for c in code if run.HIDDEN not in c.metadata.get("tags", [])]
+  assert shown == list(range(1, len(shown) + 1))
+  assert all(c.execution_count is None for c in code if run.HIDDEN in c.metadata.get("tags", []))

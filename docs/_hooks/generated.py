@@ -12,7 +12,9 @@ so the page reads complete in the repository (on a code host, in an editor) and
 the site renders the same text. ``python docs/_hooks/regenerate.py`` rewrites
 every section from its generator (and fills a new, bare ``<!-- generated: NAME -->``
 marker); ``tests/test_docs.py`` and the site build fail while a committed section
-differs from what its generator gives now. This module only parses and writes the
+differs from what its generator gives now. A section may be indented (its markers
+and every line of its text alike) to sit inside a block, such as a folded
+``??? details`` block. This module only parses and writes the
 markers; it imports nothing from the documentation tools.
 """
 
@@ -20,11 +22,12 @@ from __future__ import annotations
 
 import pathlib
 import re
+import textwrap
 from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
 COMMAND = "python docs/_hooks/regenerate.py"
-_OPEN = re.compile(r"^<!-- generated: ([\w-]+) -->[ \t]*$", re.M)
+_OPEN = re.compile(r"^([ ]*)<!-- generated: ([\w-]+) -->[ \t]*$", re.M)
 
 
 def _close(name: str) -> str:
@@ -35,14 +38,16 @@ class Section(NamedTuple):
   """One generated section of a page: its generator's name and where it lies.
 
   ``start``/``end`` delimit the whole section, markers included; ``body`` is the
-  text between the markers, without the blank lines around it (``None`` for an
-  opening marker with no closing one: a section not generated yet).
+  text between the markers, without the blank lines around it and the section's
+  indentation (``None`` for an opening marker with no closing one: a section not
+  generated yet); ``indent`` is the spaces before the opening marker.
   """
 
   name: str
   start: int
   end: int
   body: str | None
+  indent: str = ""
 
 
 def sections(text: str) -> list[Section]:
@@ -56,16 +61,17 @@ def sections(text: str) -> list[Section]:
   pos = 0
   for m in _OPEN.finditer(text):
     if m.start() < pos:
-      raise ValueError(f"generated section {m.group(1)!r} starts inside another one")
-    name = m.group(1)
+      raise ValueError(f"generated section {m.group(2)!r} starts inside another one")
+    indent, name = m.group(1), m.group(2)
     close = text.find(_close(name), m.end())
     nxt = _OPEN.search(text, m.end())
     if close < 0 or (nxt is not None and nxt.start() < close):
-      found.append(Section(name, m.start(), m.end(), None))
+      found.append(Section(name, m.start(), m.end(), None, indent))
       pos = m.end()
       continue
     end = close + len(_close(name))
-    found.append(Section(name, m.start(), end, text[m.end() : close].strip("\n")))
+    body = textwrap.dedent(text[m.end() : close - len(indent)]).strip("\n")
+    found.append(Section(name, m.start(), end, body, indent))
     pos = end
   for m in re.finditer(r"<!-- end generated: ([\w-]+) -->", text):
     if not any(s.start <= m.start() < s.end for s in found):
@@ -73,16 +79,17 @@ def sections(text: str) -> list[Section]:
   return found
 
 
-def render(name: str, body: str) -> str:
-  """The committed form of section ``name`` holding ``body``."""
-  return f"<!-- generated: {name} -->\n\n{body.strip(chr(10))}\n\n{_close(name)}"
+def render(name: str, body: str, indent: str = "") -> str:
+  """The committed form of section ``name`` holding ``body``, indented by ``indent``."""
+  body = textwrap.indent(body.strip("\n"), indent)
+  return f"{indent}<!-- generated: {name} -->\n\n{body}\n\n{indent}{_close(name)}"
 
 
 def fill(text: str, generate: Callable[[str], str]) -> str:
   """``text`` with every generated section (and bare marker) holding ``generate(name)``."""
   out, pos = [], 0
   for s in sections(text):
-    out += [text[pos : s.start], render(s.name, generate(s.name))]
+    out += [text[pos : s.start], render(s.name, generate(s.name), s.indent)]
     pos = s.end
   return "".join(out) + text[pos:]
 
