@@ -28,6 +28,8 @@
 # written by hand over the split state, which we check below on compiled memory.
 
 # %%
+import os
+import platform
 import time
 
 import jax
@@ -104,7 +106,9 @@ print(y.shape, "| remat gives the same output:", bool(jnp.allclose(forward(stack
 # merges one layer's slice of the State into a Block). The unrolled model keeps
 # the blocks in a Python list and loops over them, so XLA sees `depth` copies of
 # the block. We time `lower + compile` of the gradient of a loss (fresh functions
-# each time, so nothing is cached).
+# each time, so nothing is cached). The times are measured when the notebook runs
+# (on the site: on the machine that built it, printed below); the suite's committed
+# run is in the [performance guide](../../guides/performance/) (`scan_depth.py`).
 
 
 # %%
@@ -138,6 +142,8 @@ def lax_loss_for(graphdef):
   return lambda state, x: jnp.mean(hand_forward(graphdef, state, x) ** 2)
 
 
+print(f"measured on: {platform.machine()}, {os.cpu_count()} cores, jax {jax.__version__},",
+      jax.devices()[0].device_kind)
 warm = make_stack(2)  # warm up the tracing machinery of each path once
 compile_seconds(loss_scan, warm)
 compile_seconds(lax_loss_for(nnx.graphdef(warm)), nnx.state(warm))
