@@ -46,6 +46,11 @@ order: the cases whose name the pattern finds (``re.search``) are shown, a few p
 table; the full report below the headline has every case."""
 
 
+def row_name(title: str, case: object) -> str:
+  """The first cell of a headline row: the group's title, then the case."""
+  return f"{title}: {_common.table_cell(case)}"
+
+
 def in_headline(pattern: str, case: str) -> bool:
   """Whether the headline shows ``case`` of a table whose pattern is ``pattern``."""
   return re.search(pattern, case) is not None
@@ -122,8 +127,8 @@ def render(report: dict[str, Any]) -> str:
   lines = [
     machine_line(report),
     "",
-    "| measurement | case | nnx_eqx | equinox | flax.nnx | other | baseline (1.00×) |",
-    "|---|---|---:|---:|---:|---:|---|",
+    "| measurement: case | nnx_eqx | equinox | flax.nnx | other | baseline (1.00×) |",
+    "|---|---:|---:|---:|---:|---|",
   ]
   absent = []
   for table, title, only in HEADLINE:
@@ -139,7 +144,7 @@ def render(report: dict[str, Any]) -> str:
         _cell([r for r in others if column_of(str(r["impl"])) == c], c == "other") for c in COLUMNS
       ]
       lines.append(
-        f"| {title} | {_common.table_cell(case)} | {' | '.join(cells)}"
+        f"| {row_name(title, case)} | {' | '.join(cells)}"
         f" | {_common.table_cell(base['impl'])} ({_value(base)}) |"
       )
   if absent:
