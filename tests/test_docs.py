@@ -180,3 +180,62 @@ def test_docstring_conventions_are_read_as_google_sections():
   assert "  Exception: Whatever f raises." in out
   assert "Examples:\n  >>> 1" in out
   assert "See `nnx.Rngs` and `nnx.jit`." in out
+
+
+def test_every_documented_constant_has_a_docstring_in_the_source():
+  assert not api_coverage.constants_without_docs(api_coverage.api_pages(DOCS))
+
+
+def test_constant_docstrings_are_read_from_the_source(tmp_path):
+  import nnx_eqx as nnx
+  import nnx_eqx.testing
+
+  # a string after the assignment, in the module that assigns it (re-exported here)
+  assert "stacked axis" in api_coverage.source_docstring(nnx, "PARTITION_NAME")
+  # `#:` comments above it
+  assert "rtol" in api_coverage.source_docstring(nnx_eqx.testing, "TOLERANCES")
+  # a class attribute, and one without a docstring (its type's would show)
+  assert "params" in api_coverage.source_docstring(nnx.Param, "collection")
+  assert api_coverage.source_docstring(nnx.PathContains, "exact") is None
+  page = tmp_path / "api.md"
+  page.write_text("::: nnx_eqx.PARTITION_NAME\n\n::: nnx_eqx.DATA_TAG_FOR_TEST\n")
+  nnx.DATA_TAG_FOR_TEST = "x"  # a str without a docstring anywhere
+  try:
+    assert api_coverage.constants_without_docs([page]) == ["nnx_eqx.DATA_TAG_FOR_TEST"]
+  finally:
+    del nnx.DATA_TAG_FOR_TEST
+
+
+def test_the_site_checker_finds_what_a_reader_would_see_broken(tmp_path):
+  check_site = _load("check_site")
+  (tmp_path / "a").mkdir()
+  (tmp_path / "img.png").write_bytes(b"")
+  (tmp_path / "index.html").write_text(
+    '<h1 id="top">Home</h1><a href="a/#there">ok</a><img src="img.png">'
+    '<a href="https://example.org/x">external</a>'
+  )
+  (tmp_path / "a" / "index.html").write_text('<h2 id="there">There</h2><a href="../#top">up</a>')
+  assert check_site.check(tmp_path) == []
+  (tmp_path / "a" / "index.html").write_text(
+    '<h2 id="there">There</h2><a href="../#gone">up</a><img src="../missing.png">'
+    "<h3 id=\"x.NAME\">NAME</h3><p>str(object='') -&gt; str</p>"
+    "<code>f(value=&lt;object object at 0x7f00aa&gt;)</code>"
+  )
+  problems = check_site.check(tmp_path)
+  assert len(problems) == 4, problems
+  assert any("#gone" in p for p in problems) and any("missing.png" in p for p in problems)
+  assert any(p.startswith("a/index.html#x.NAME: a built-in type's docstring") for p in problems)
+  assert any("object at 0x7f00aa" in p for p in problems)
+
+
+def test_api_entries_show_public_bases_and_named_defaults():
+  pytest.importorskip("griffe")
+  ext = _load("griffe_api")
+  assert ext.public_base("equinox._module._module.Module") == "equinox.Module"
+  assert ext.public_base("nnx_eqx.graph.variables._variables.Variable") == "nnx_eqx.Variable"
+  assert ext.public_base("nnx_eqx.graph.state._filters._BaseFilter") is None
+  assert ext.public_base("_thread._local") is None
+  assert ext.public_base("collections.abc.Mapping") == "collections.abc.Mapping"
+  import dataclasses
+
+  assert ext.public_name(dataclasses.MISSING, ("dataclasses",)) == "dataclasses.MISSING"

@@ -1,0 +1,102 @@
+"""A griffe extension: what the API reference shows of constants, defaults and bases.
+
+mkdocstrings inspects the imported package (``force_inspection``), so it sees what
+Python keeps at run time, which in three places is not what a reader should see:
+
+* a constant or class attribute of a built-in type (``PARTITION_NAME = "..."``,
+  ``Param.collection``) has its type's ``__doc__`` (``str(object='') -> str``); its
+  docstring is read from the source instead (a string literal after the assignment,
+  or ``#:`` comments above it: ``api_coverage.source_docstring``), and an attribute
+  without one is left undocumented (and so not listed: ``show_if_no_docstring`` is
+  off; classes describe such fields in their ``Attributes:`` section);
+* a default that prints as an address (``<dataclasses._MISSING_TYPE object at 0x...>``)
+  is shown by the name it has in its module (``dataclasses.MISSING``);
+* a base class named by a private path is shown under the public name its package
+  gives it (``equinox._module._module.Module`` is ``equinox.Module``,
+  ``nnx_eqx.graph.variables._variables.Variable`` is ``nnx_eqx.Variable``), and
+  left out where it has none (``_BaseFilter``, ``_thread._local``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pathlib
+import re
+import sys
+from typing import Any
+
+import griffe
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+import api_coverage  # noqa: E402
+
+_ADDRESS = re.compile(r"\bobject at 0x[0-9a-fA-F]+")
+# modules whose public names are looked up for a default shown as an address
+_NAMED_IN = ("dataclasses", "nnx_eqx")
+
+
+def public_name(obj: Any, modules: tuple[str, ...]) -> str | None:
+  """``module.NAME`` for the first of ``modules`` with a public name bound to ``obj``."""
+  for module in modules:
+    mod = importlib.import_module(module)
+    for name, value in vars(mod).items():
+      if value is obj and not name.startswith("_"):
+        return f"{module}.{name}"
+  return None
+
+
+def public_base(path: str) -> str | None:
+  """The public path of the class at ``module.qualname`` ``path`` (itself if public)."""
+  parts = path.split(".")
+  if not any(p.startswith("_") for p in parts):
+    return path
+  module, _, qualname = path.rpartition(".")
+  if qualname.startswith("_") or "." in qualname:
+    return None
+  try:
+    cls = getattr(importlib.import_module(module), qualname)
+    top = importlib.import_module(parts[0])
+  except (ImportError, AttributeError):
+    return None
+  return f"{parts[0]}.{qualname}" if getattr(top, qualname, None) is cls else None
+
+
+class ApiEntries(griffe.Extension):
+  def on_attribute_instance(
+    self, *, node: Any, attr: griffe.Attribute, agent: Any, **kwargs: Any
+  ) -> None:
+    if not isinstance(node, griffe.ObjectNode) or node.parent is None:
+      return
+    if not api_coverage.is_builtin_value(node.obj):
+      return
+    doc = api_coverage.source_docstring(node.parent.obj, attr.name)
+    attr.docstring = (
+      griffe.Docstring(
+        doc,
+        parent=attr,
+        parser=agent.docstring_parser,
+        parser_options=agent.docstring_options,
+      )
+      if doc
+      else None
+    )
+
+  def on_function_instance(
+    self, *, node: Any, func: griffe.Function, agent: Any, **kwargs: Any
+  ) -> None:
+    if not isinstance(node, griffe.ObjectNode):
+      return
+    shown = [p for p in func.parameters if p.default and _ADDRESS.search(str(p.default))]
+    if not shown:
+      return
+    defaults = inspect.signature(node.obj).parameters
+    for param in shown:
+      name = public_name(defaults[param.name].default, _NAMED_IN)
+      if name is not None:
+        param.default = name
+
+  def on_class_instance(self, *, node: Any, cls: griffe.Class, agent: Any, **kwargs: Any) -> None:
+    bases = [public_base(str(b)) for b in cls.bases]
+    cls.bases = [b for b in bases if b is not None]
