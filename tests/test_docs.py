@@ -239,3 +239,24 @@ def test_api_entries_show_public_bases_and_named_defaults():
   import dataclasses
 
   assert ext.public_name(dataclasses.MISSING, ("dataclasses",)) == "dataclasses.MISSING"
+
+
+def test_inline_public_names_become_references_to_their_entries():
+  import sys
+
+  sys.path.insert(0, str(HOOKS))
+  autolink = _load("autolink")
+  table = autolink.entries(api_coverage.api_pages(DOCS))
+  assert table["nnx_eqx.from_eqx"] == "nnx_eqx.bridge.from_eqx"  # documented under bridge
+  assert table["nnx_eqx.ModuleDef"] == "nnx_eqx.GraphDef"  # an alias: its object's entry
+  assert autolink.identifier("nnx.Module.sow", table) == "nnx_eqx.Module.sow"
+  assert autolink.identifier("nnx.not_a_name", table) is None
+  md = (
+    "# `nnx.split` heading\n\nUse `nnx.split` and `nnx.from_eqx(model)`; see [`nnx.merge`](x.md).\n"
+    "\n```python\n# `nnx.state`\n```\n\n    ```pycon\n    >>> `nnx.update`\n    ```\n"
+  )
+  out = autolink.link_names(md, table)
+  assert out.count("<autoref") == 2
+  assert '<autoref identifier="nnx_eqx.split" optional><code>nnx.split</code></autoref>' in out
+  assert '<autoref identifier="nnx_eqx.bridge.from_eqx" optional>' in out
+  assert "# `nnx.split` heading" in out and "[`nnx.merge`](x.md)" in out

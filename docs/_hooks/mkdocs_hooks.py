@@ -11,6 +11,8 @@
   editing docstrings (which changes that hash), ``NNX_EQX_DOCS_STALE_NOTEBOOKS=1``
   renders the most recently executed notebooks instead of executing them again
   (never in CI: the site then shows outputs of an older library).
+* Inline code naming a public object (`` `nnx.split` ``) links to its API entry
+  (``autolink.py``), outside ``docs/api/``.
 * A note between ``<!-- repository only ... -->`` and ``<!-- end repository only -->``
   (how to read ``docs/api/*.md`` in the repository) is left out of the site.
 * Pages link repository files by their repository path (``../../notebooks/NAME.py``);
@@ -40,6 +42,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import inspect
@@ -59,6 +62,7 @@ ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 
 import api_coverage  # noqa: E402
+import autolink  # noqa: E402
 import generated  # noqa: E402
 import links  # noqa: E402
 
@@ -316,6 +320,11 @@ _GENERATED = {
 }
 
 
+@functools.cache
+def _entries(docs_dir: str) -> dict[str, str]:
+  return autolink.entries(api_coverage.api_pages(pathlib.Path(docs_dir)))
+
+
 def on_page_markdown(markdown, page, config, files, **kwargs):
   src = f"docs/{page.file.src_uri}"
   try:
@@ -325,6 +334,9 @@ def on_page_markdown(markdown, page, config, files, **kwargs):
         f"{src}: generated sections not current ({', '.join(names)}); "
         f"run `{generated.COMMAND}` and commit the result"
       )
-    return links.for_site(_REPOSITORY_ONLY.sub("", markdown), src)
+    markdown = links.for_site(_REPOSITORY_ONLY.sub("", markdown), src)
+    if not page.file.src_uri.startswith("api/"):  # mkdocstrings links the reference itself
+      markdown = autolink.link_names(markdown, _entries(config["docs_dir"]))
+    return markdown
   except (KeyError, ValueError) as e:
     raise SystemExit(e.args[0]) from e
