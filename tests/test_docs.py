@@ -260,3 +260,17 @@ def test_inline_public_names_become_references_to_their_entries():
   assert '<autoref identifier="nnx_eqx.split" optional><code>nnx.split</code></autoref>' in out
   assert '<autoref identifier="nnx_eqx.bridge.from_eqx" optional>' in out
   assert "# `nnx.split` heading" in out and "[`nnx.merge`](x.md)" in out
+
+
+def test_notebook_pages_resolve_links_written_from_the_notebook_folder():
+  pages = _load("notebook_pages")
+  site = {"benchmarks/results/a.png", "notebooks/04_x/index.html", "guides/x/index.html"}
+  html = (
+    '<img src="../benchmarks/results/a.png"><img src="../../benchmarks/results/a.png">'
+    '<a href="../../guides/x/#s">ok</a><img src="../missing.png"><a href="https://x.org/y">'
+  )
+  out = pages.fix_relative_urls(html, "notebooks/04_x/", "notebooks/04_x.ipynb", site)
+  assert out == html.replace('"../benchmarks', '"../../benchmarks', 1)
+  loader = '<script data-mkdocs-jupyter-mathjax="{}">load()</script>\n'
+  assert pages.drop_unused_mathjax(f"<p>x</p>{loader}</body>") == "<p>x</p></body>"
+  assert pages.drop_unused_mathjax(f"<p>\\(x\\)</p>{loader}") == f"<p>\\(x\\)</p>{loader}"

@@ -13,6 +13,9 @@
   (never in CI: the site then shows outputs of an older library).
 * Inline code naming a public object (`` `nnx.split` ``) links to its API entry
   (``autolink.py``), outside ``docs/api/``.
+* The API pages rank above the guides in search (``search: boost`` in their metadata).
+* The notebook pages' relative links and images are made to resolve on the site, and
+  MathJax is left out of pages without math (``notebook_pages.py``).
 * A note between ``<!-- repository only ... -->`` and ``<!-- end repository only -->``
   (how to read ``docs/api/*.md`` in the repository) is left out of the site.
 * Pages link repository files by their repository path (``../../notebooks/NAME.py``);
@@ -65,6 +68,7 @@ import api_coverage  # noqa: E402
 import autolink  # noqa: E402
 import generated  # noqa: E402
 import links  # noqa: E402
+import notebook_pages  # noqa: E402
 
 CACHE = ROOT / ".docs_cache"
 # a note for readers of the Markdown in the repository (how to read docs/api/*.md)
@@ -157,6 +161,23 @@ def executed_notebooks() -> pathlib.Path:
     nbformat.write(nb, nb_dir / f"{p.stem}.ipynb")
   print(f"INFO    -  executed {len(paths)} notebooks in {time.perf_counter() - t0:.0f} s")
   return out
+
+
+_SITE_FILES: set[str] = set()  # the site's files (dest_uri), for the notebook pages' links
+
+
+def on_env(env, config, files, **kwargs):
+  _SITE_FILES.clear()
+  _SITE_FILES.update(f.dest_uri for f in files)
+  return env
+
+
+@event_priority(-100)  # after mkdocs-jupyter's own on_post_page
+def on_post_page(output, page, config, **kwargs):
+  if not page.file.src_uri.endswith(".ipynb"):
+    return output
+  output = notebook_pages.fix_relative_urls(output, page.url, page.file.src_uri, _SITE_FILES)
+  return notebook_pages.drop_unused_mathjax(output)
 
 
 @event_priority(100)  # before mkdocs-jupyter turns the .ipynb files into pages
@@ -335,7 +356,10 @@ def on_page_markdown(markdown, page, config, files, **kwargs):
         f"run `{generated.COMMAND}` and commit the result"
       )
     markdown = links.for_site(_REPOSITORY_ONLY.sub("", markdown), src)
-    if not page.file.src_uri.startswith("api/"):  # mkdocstrings links the reference itself
+    if page.file.src_uri.startswith("api/"):
+      # an API entry before the guides that mention its name (mkdocs-material's boost)
+      page.meta.setdefault("search", {}).setdefault("boost", 2)
+    else:  # mkdocstrings links the reference itself
       markdown = autolink.link_names(markdown, _entries(config["docs_dir"]))
     return markdown
   except (KeyError, ValueError) as e:
