@@ -11,10 +11,18 @@ Python keeps at run time, which in three places is not what a reader should see:
   off; classes describe such fields in their ``Attributes:`` section);
 * a default that prints as an address (``<dataclasses._MISSING_TYPE object at 0x...>``)
   is shown by the name it has in its module (``dataclasses.MISSING``);
+* an attribute's value longer than a line (``EQX_ARCHITECTURES``, a table of
+  architectures) is left out of its signature;
 * a base class named by a private path is shown under the public name its package
   gives it (``equinox._module._module.Module`` is ``equinox.Module``,
   ``nnx_eqx.graph.variables._variables.Variable`` is ``nnx_eqx.Variable``), and
   left out where it has none (``_BaseFilter``, ``_thread._local``).
+
+Entries have no ``[source]`` link: the project has no public code host yet (see
+``pyproject.toml``), and mkdocstrings' inline ``show_source`` cannot stand in for one,
+because public classes name the package that exports them as their ``__module__`` (so
+pickles stay loadable: ``nnx_eqx/_pickle_names.py``) and inspection then shows lines of
+``nnx_eqx/__init__.py`` as their source.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import api_coverage  # noqa: E402
 
+_LONGEST_VALUE = 80  # characters of an attribute's value shown in its signature
 _ADDRESS = re.compile(r"\bobject at 0x[0-9a-fA-F]+")
 # modules whose public names are looked up for a default shown as an address
 _NAMED_IN = ("dataclasses", "nnx_eqx")
@@ -67,6 +76,8 @@ class ApiEntries(griffe.Extension):
   def on_attribute_instance(
     self, *, node: Any, attr: griffe.Attribute, agent: Any, **kwargs: Any
   ) -> None:
+    if attr.value is not None and len(str(attr.value)) > _LONGEST_VALUE:
+      attr.value = None  # a table of values: its docstring says what it holds
     if not isinstance(node, griffe.ObjectNode) or node.parent is None:
       return
     if not api_coverage.is_builtin_value(node.obj):
