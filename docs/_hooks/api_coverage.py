@@ -17,7 +17,6 @@ from __future__ import annotations
 import __future__
 
 import ast
-import builtins
 import functools
 import importlib
 import inspect
@@ -141,8 +140,9 @@ def api_pages(docs_dir: pathlib.Path) -> list[pathlib.Path]:
 
 
 def is_builtin_value(obj: Any) -> bool:
-  """A constant whose ``__doc__`` is a built-in type's (``str``, ``dict``, ``tuple``, ...)."""
-  return getattr(builtins, type(obj).__name__, None) is type(obj) and not callable(obj)
+  """A constant whose ``__doc__`` is a built-in type's (``str``, ``dict``, ``tuple``,
+  ``None``, ``...``)."""
+  return type(obj).__module__ == "builtins" and not callable(obj)
 
 
 @functools.cache

@@ -32,7 +32,8 @@ _LINKING = {"href", "src"}
 def builtin_docstrings() -> list[str]:
   """The first line of each built-in type's docstring, as a page would show it."""
   firsts = set()
-  for obj in vars(builtins).values():
+  singletons = [type(None), type(...), type(NotImplemented)]
+  for obj in [*vars(builtins).values(), *singletons]:
     if isinstance(obj, type) and obj.__doc__ and not issubclass(obj, BaseException):
       first = obj.__doc__.strip().splitlines()[0].strip()
       if len(first) > 12:  # long enough not to occur in prose by chance
