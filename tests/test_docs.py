@@ -274,3 +274,13 @@ def test_notebook_pages_resolve_links_written_from_the_notebook_folder():
   loader = '<script data-mkdocs-jupyter-mathjax="{}">load()</script>\n'
   assert pages.drop_unused_mathjax(f"<p>x</p>{loader}</body>") == "<p>x</p></body>"
   assert pages.drop_unused_mathjax(f"<p>\\(x\\)</p>{loader}") == f"<p>\\(x\\)</p>{loader}"
+
+
+def test_api_entries_show_defaults_that_are_no_expression_as_written():
+  pytest.importorskip("griffe")
+  import nnx_eqx as nnx
+
+  ext = _load("griffe_api")
+  assert ext.source_defaults(nnx.Module.sow)["reduce_fn"] == "lambda acc, x: acc + (x,)"
+  # a hypothesis strategy: the function @st.composite generated has no source
+  assert ext.source_defaults(nnx.testing.graphs)["variable_types"] == "VARIABLE_TYPES"

@@ -46,8 +46,9 @@ SCREENSHOTS = {
   "home": "",
   "bridge_guide": "guides/bridge/",
   "migration_equinox": "migration/from_equinox/",
-  "api_transforms": "api/transforms/",
+  "api_modules": "api/module_system/",
   "notebook_bridge": "notebooks/02_equinox_bridge/",
+  "notebook_performance": "notebooks/04_performance/",
 }
 # the flags a closed network needs (no background or component traffic) and a headless run
 CHROMIUM_FLAGS = (

@@ -4,7 +4,8 @@
 
 * every internal ``href``/``src`` (links, images, scripts, stylesheets) names a file
   of the site, and every ``#anchor`` an ``id`` on the page it points to;
-* no page shows a Python object's default repr (``<object object at 0x7f...>``): it
+* no page shows a Python object's default repr (``<object object at 0x7f...>``,
+  ``<function f at 0x...>``): it
   differs between builds and tells a reader nothing;
 * no API entry shows a built-in type's docstring (``str(object='') -> str``, ``dict() ->
   new empty dictionary``, ...), which is what an undocumented constant or class
@@ -24,7 +25,8 @@ import re
 import sys
 import urllib.parse
 
-_ADDRESS = re.compile(r"\bobject at 0x[0-9a-fA-F]+")
+# <object object at 0x7f...>, <function f at 0x...>
+_ADDRESS = re.compile(r"\bat 0x[0-9a-fA-F]{4,}")
 _EXTERNAL = re.compile(r"^(?:[a-z][a-z0-9+.-]*:|//)", re.I)
 _LINKING = {"href", "src"}
 
