@@ -220,9 +220,11 @@ def test_the_site_checker_finds_what_a_reader_would_see_broken(tmp_path):
     '<h2 id="there">There</h2><a href="../#gone">up</a><img src="../missing.png">'
     "<h3 id=\"x.NAME\">NAME</h3><p>str(object='') -&gt; str</p>"
     "<code>f(value=&lt;object object at 0x7f00aa&gt;)</code>"
+    '<span title="nnx_eqx.Module.nothing"><code>nnx.Module.nothing</code></span>'
   )
   problems = check_site.check(tmp_path)
-  assert len(problems) == 4, problems
+  assert len(problems) == 5, problems
+  assert any("`nnx_eqx.Module.nothing` is not linked" in p for p in problems)
   assert any("#gone" in p for p in problems) and any("missing.png" in p for p in problems)
   assert any(p.startswith("a/index.html#x.NAME: a built-in type's docstring") for p in problems)
   assert any("object at 0x7f00aa" in p for p in problems)

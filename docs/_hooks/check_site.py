@@ -7,6 +7,8 @@
 * no page shows a Python object's default repr (``<object object at 0x7f...>``,
   ``<function f at 0x...>``): it
   differs between builds and tells a reader nothing;
+* every public name a guide writes as inline code links to an API entry (the mkdocs hook
+  makes it a reference, ``autolink.py``; one without an entry is left as plain text);
 * no API entry shows a built-in type's docstring (``str(object='') -> str``, ``dict() ->
   new empty dictionary``, ...), which is what an undocumented constant or class
   attribute of a built-in type inherits.
@@ -48,6 +50,7 @@ class _Page(html.parser.HTMLParser):
     super().__init__(convert_charrefs=True)
     self.ids: set[str] = set()
     self.targets: list[tuple[str, str]] = []  # (tag, url)
+    self.unlinked: list[str] = []
     self.text: dict[str, list[str]] = {"": []}  # by the heading it follows
     self._heading = ""
     self._skip = 0
@@ -56,6 +59,8 @@ class _Page(html.parser.HTMLParser):
     for name, value in attrs:
       if name in ("id", "name") and value and tag != "meta" and tag != "input":
         self.ids.add(value)
+      elif name == "title" and tag == "span" and value and value.startswith("nnx_eqx."):
+        self.unlinked.append(value)  # what autorefs leaves of a reference it cannot resolve
       elif name in _LINKING and value is not None:
         self.targets.append((tag, value))
     if tag in ("script", "style"):
@@ -113,6 +118,9 @@ def check(site: pathlib.Path) -> list[str]:
         ids = pages[target].ids if target in pages else _parse(target).ids
         if fragment not in ids:
           problems.append(f"{where}: <{tag}> {url}: no #{fragment} on that page")
+    if not where.startswith("api/"):  # the reference's own signatures may name private types
+      for name in sorted(set(page.unlinked)):
+        problems.append(f"{where}: `{name}` is not linked: the API reference has no entry for it")
     for heading, chunks in page.text.items():
       text = html.unescape("".join(chunks))
       at = f"{where}#{heading}"
