@@ -286,3 +286,18 @@ def test_api_entries_show_defaults_that_are_no_expression_as_written():
   assert ext.source_defaults(nnx.Module.sow)["reduce_fn"] == "lambda acc, x: acc + (x,)"
   # a hypothesis strategy: the function @st.composite generated has no source
   assert ext.source_defaults(nnx.testing.graphs)["variable_types"] == "VARIABLE_TYPES"
+
+
+def test_the_site_checker_reads_the_search_index(tmp_path):
+  import json
+
+  check_site = _load("check_site")
+  (tmp_path / "search").mkdir()
+  docs = [{"location": f"api/x/#{a}", "title": a, "text": "", "boost": 2} for a in check_site._ENTRIES]
+  config = {"separator": r'[\s\-,:!=\[\]()"/]+|(?!\b)(?=[A-Z][a-z])|\.(?!\d)|&[lg]t;'}
+  index = tmp_path / "search" / "search_index.json"
+  index.write_text(json.dumps({"config": config, "docs": docs}))
+  assert check_site.check_search_index(tmp_path) == []
+  index.write_text(json.dumps({"config": {"separator": r"[\s\-]+"}, "docs": docs[1:]}))
+  problems = check_site.check_search_index(tmp_path)
+  assert len(problems) == 2 and "separator" in problems[0] and "no entry" in problems[1]

@@ -11,7 +11,10 @@
   makes it a reference, ``autolink.py``; one without an entry is left as plain text);
 * no API entry shows a built-in type's docstring (``str(object='') -> str``, ``dict() ->
   new empty dictionary``, ...), which is what an undocumented constant or class
-  attribute of a built-in type inherits.
+  attribute of a built-in type inherits;
+* the search index splits code names into words (``nnx.LostUpdateError`` is found by
+  ``LostUpdateError``, ``Update``) and holds the API entries, boosted above the guides
+  (``browser_check.py`` checks the ranking in a browser).
 
 Prints one line per problem and exits with status 1 if there is any.
 """
@@ -21,6 +24,7 @@ from __future__ import annotations
 import builtins
 import html
 import html.parser
+import json
 import pathlib
 import posixpath
 import re
@@ -133,6 +137,30 @@ def check(site: pathlib.Path) -> list[str]:
   return problems
 
 
+# a public name and the words the search index must make of it (so a query for any
+# of them finds the name), and the entries the index must hold
+_TOKENS = {"nnx.LostUpdateError(x)": ["nnx", "Lost", "Update", "Error", "x"]}
+_ENTRIES = ("nnx_eqx.LostUpdateError", "nnx_eqx.bridge.from_eqx", "nnx_eqx.split_rngs")
+
+
+def check_search_index(site: pathlib.Path) -> list[str]:
+  """The search index splits code names into words and holds the API entries, boosted."""
+  index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
+  separator = index["config"]["separator"]
+  problems = []
+  for text, words in _TOKENS.items():
+    got = [t for t in re.split(separator, text) if t]
+    if got != words:
+      problems.append(f"search index: separator {separator!r} makes {got} of {text!r}, not {words}")
+  docs = {d["location"].rsplit("#", 1)[-1]: d for d in index["docs"]}
+  for anchor in _ENTRIES:
+    if anchor not in docs:
+      problems.append(f"search index: no entry #{anchor}")
+    elif docs[anchor].get("boost", 1) <= 1:
+      problems.append(f"search index: #{anchor} is not boosted above the guides")
+  return problems
+
+
 def main(argv: list[str]) -> int:
   if len(argv) != 1:
     print(__doc__.split("\n\n")[1].strip(), file=sys.stderr)
@@ -141,7 +169,7 @@ def main(argv: list[str]) -> int:
   if not (site / "index.html").is_file():
     print(f"{site}: no index.html; build the site first", file=sys.stderr)
     return 2
-  problems = check(site)
+  problems = check(site) + check_search_index(site)
   for p in problems:
     print(p)
   n = len(list(site.rglob("*.html")))
