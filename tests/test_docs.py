@@ -293,7 +293,9 @@ def test_the_site_checker_reads_the_search_index(tmp_path):
 
   check_site = _load("check_site")
   (tmp_path / "search").mkdir()
-  docs = [{"location": f"api/x/#{a}", "title": a, "text": "", "boost": 2} for a in check_site._ENTRIES]
+  docs = [
+    {"location": f"api/x/#{a}", "title": a, "text": "", "boost": 2} for a in check_site._ENTRIES
+  ]
   config = {"separator": r'[\s\-,:!=\[\]()"/]+|(?!\b)(?=[A-Z][a-z])|\.(?!\d)|&[lg]t;'}
   index = tmp_path / "search" / "search_index.json"
   index.write_text(json.dumps({"config": config, "docs": docs}))
