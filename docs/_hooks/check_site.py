@@ -122,7 +122,7 @@ def check(site: pathlib.Path) -> list[str]:
         ids = pages[target].ids if target in pages else _parse(target).ids
         if fragment not in ids:
           problems.append(f"{where}: <{tag}> {url}: no #{fragment} on that page")
-    if not where.startswith("api/"):  # the reference's own signatures may name private types
+    if not where.startswith("api/"):  # the reference's signatures may name private types
       for name in sorted(set(page.unlinked)):
         problems.append(f"{where}: `{name}` is not linked: the API reference has no entry for it")
     for heading, chunks in page.text.items():

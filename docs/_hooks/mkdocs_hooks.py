@@ -12,7 +12,7 @@
   renders the most recently executed notebooks instead of executing them again
   (never in CI: the site then shows outputs of an older library).
 * Inline code naming a public object (`` `nnx.split` ``) links to its API entry
-  (``autolink.py``), outside ``docs/api/``.
+  (``autolink.py``).
 * The API pages rank above the guides in search (``search: boost`` in their metadata).
 * The notebook pages' relative links and images are made to resolve on the site, and
   MathJax is left out of pages without math (``notebook_pages.py``).
@@ -359,8 +359,8 @@ def on_page_markdown(markdown, page, config, files, **kwargs):
     if page.file.src_uri.startswith("api/"):
       # an API entry before the guides that mention its name (mkdocs-material's boost)
       page.meta.setdefault("search", {}).setdefault("boost", 2)
-    else:  # mkdocstrings links the reference itself
-      markdown = autolink.link_names(markdown, _entries(config["docs_dir"]))
+    # the pages' own prose; mkdocstrings links inside the entries it renders
+    markdown = autolink.link_names(markdown, _entries(config["docs_dir"]))
     return markdown
   except (KeyError, ValueError) as e:
     raise SystemExit(e.args[0]) from e
