@@ -197,3 +197,126 @@ def test_an_indented_generated_section_keeps_its_indentation():
     "    <!-- end generated: a -->\n"
   )
   assert generated.stale(new, generate) == [] and generated.fill(new, generate) == new
+
+
+def test_every_documented_constant_has_a_docstring_in_the_source():
+  assert not api_coverage.constants_without_docs(api_coverage.api_pages(DOCS))
+
+
+def test_constant_docstrings_are_read_from_the_source(tmp_path):
+  import nnx_eqx as nnx
+  import nnx_eqx.testing
+
+  # a string after the assignment, in the module that assigns it (re-exported here)
+  assert "stacked axis" in api_coverage.source_docstring(nnx, "PARTITION_NAME")
+  # `#:` comments above it
+  assert "rtol" in api_coverage.source_docstring(nnx_eqx.testing, "TOLERANCES")
+  # a class attribute, and one without a docstring (its type's would show)
+  assert "params" in api_coverage.source_docstring(nnx.Param, "collection")
+  assert api_coverage.source_docstring(nnx.PathContains, "exact") is None
+  page = tmp_path / "api.md"
+  page.write_text("::: nnx_eqx.PARTITION_NAME\n\n::: nnx_eqx.DATA_TAG_FOR_TEST\n")
+  nnx.DATA_TAG_FOR_TEST = "x"  # a str without a docstring anywhere
+  try:
+    assert api_coverage.constants_without_docs([page]) == ["nnx_eqx.DATA_TAG_FOR_TEST"]
+  finally:
+    del nnx.DATA_TAG_FOR_TEST
+
+
+def test_the_site_checker_finds_what_a_reader_would_see_broken(tmp_path):
+  check_site = _load("check_site")
+  (tmp_path / "a").mkdir()
+  (tmp_path / "img.png").write_bytes(b"")
+  (tmp_path / "index.html").write_text(
+    '<h1 id="top">Home</h1><a href="a/#there">ok</a><img src="img.png">'
+    '<a href="https://example.org/x">external</a>'
+  )
+  (tmp_path / "a" / "index.html").write_text('<h2 id="there">There</h2><a href="../#top">up</a>')
+  assert check_site.check(tmp_path) == []
+  (tmp_path / "a" / "index.html").write_text(
+    '<h2 id="there">There</h2><a href="../#gone">up</a><img src="../missing.png">'
+    "<h3 id=\"x.NAME\">NAME</h3><p>str(object='') -&gt; str</p>"
+    "<code>f(value=&lt;object object at 0x7f00aa&gt;)</code>"
+    '<span title="nnx_eqx.Module.nothing"><code>nnx.Module.nothing</code></span>'
+  )
+  problems = check_site.check(tmp_path)
+  assert len(problems) == 5, problems
+  assert any("`nnx_eqx.Module.nothing` is not linked" in p for p in problems)
+  assert any("#gone" in p for p in problems) and any("missing.png" in p for p in problems)
+  assert any(p.startswith("a/index.html#x.NAME: a built-in type's docstring") for p in problems)
+  assert any("object at 0x7f00aa" in p for p in problems)
+
+
+def test_api_entries_show_public_bases_and_named_defaults():
+  pytest.importorskip("griffe")
+  ext = _load("griffe_api")
+  assert ext.public_base("equinox._module._module.Module") == "equinox.Module"
+  assert ext.public_base("nnx_eqx.graph.variables._variables.Variable") == "nnx_eqx.Variable"
+  assert ext.public_base("nnx_eqx.graph.state._filters._BaseFilter") is None
+  assert ext.public_base("_thread._local") is None
+  assert ext.public_base("collections.abc.Mapping") == "collections.abc.Mapping"
+  import dataclasses
+
+  assert ext.public_name(dataclasses.MISSING, ("dataclasses",)) == "dataclasses.MISSING"
+
+
+def test_inline_public_names_become_references_to_their_entries():
+  import sys
+
+  sys.path.insert(0, str(HOOKS))
+  autolink = _load("autolink")
+  table = autolink.entries(api_coverage.api_pages(DOCS))
+  assert table["nnx_eqx.from_eqx"] == "nnx_eqx.bridge.from_eqx"  # documented under bridge
+  assert table["nnx_eqx.ModuleDef"] == "nnx_eqx.GraphDef"  # an alias: its object's entry
+  assert autolink.identifier("nnx.Module.sow", table) == "nnx_eqx.Module.sow"
+  assert autolink.identifier("nnx.not_a_name", table) is None
+  md = (
+    "# `nnx.split` heading\n\nUse `nnx.split` and `nnx.from_eqx(model)`; see [`nnx.merge`](x.md).\n"
+    "\n```python\n# `nnx.state`\n```\n\n    ```pycon\n    >>> `nnx.update`\n    ```\n"
+  )
+  out = autolink.link_names(md, table)
+  assert out.count("<autoref") == 2
+  assert '<autoref identifier="nnx_eqx.split" optional><code>nnx.split</code></autoref>' in out
+  assert '<autoref identifier="nnx_eqx.bridge.from_eqx" optional>' in out
+  assert "# `nnx.split` heading" in out and "[`nnx.merge`](x.md)" in out
+
+
+def test_notebook_pages_resolve_links_written_from_the_notebook_folder():
+  pages = _load("notebook_pages")
+  site = {"benchmarks/results/a.png", "notebooks/04_x/index.html", "guides/x/index.html"}
+  html = (
+    '<img src="../benchmarks/results/a.png"><img src="../../benchmarks/results/a.png">'
+    '<a href="../../guides/x/#s">ok</a><img src="../missing.png"><a href="https://x.org/y">'
+  )
+  out = pages.fix_relative_urls(html, "notebooks/04_x/", "notebooks/04_x.ipynb", site)
+  assert out == html.replace('"../benchmarks', '"../../benchmarks', 1)
+  loader = '<script data-mkdocs-jupyter-mathjax="{}">load()</script>\n'
+  assert pages.drop_unused_mathjax(f"<p>x</p>{loader}</body>") == "<p>x</p></body>"
+  assert pages.drop_unused_mathjax(f"<p>\\(x\\)</p>{loader}") == f"<p>\\(x\\)</p>{loader}"
+
+
+def test_api_entries_show_defaults_that_are_no_expression_as_written():
+  pytest.importorskip("griffe")
+  import nnx_eqx as nnx
+
+  ext = _load("griffe_api")
+  assert ext.source_defaults(nnx.Module.sow)["reduce_fn"] == "lambda acc, x: acc + (x,)"
+  # a hypothesis strategy: the function @st.composite generated has no source
+  assert ext.source_defaults(nnx.testing.graphs)["variable_types"] == "VARIABLE_TYPES"
+
+
+def test_the_site_checker_reads_the_search_index(tmp_path):
+  import json
+
+  check_site = _load("check_site")
+  (tmp_path / "search").mkdir()
+  docs = [
+    {"location": f"api/x/#{a}", "title": a, "text": "", "boost": 2} for a in check_site._ENTRIES
+  ]
+  config = {"separator": r'[\s\-,:!=\[\]()"/]+|(?!\b)(?=[A-Z][a-z])|\.(?!\d)|&[lg]t;'}
+  index = tmp_path / "search" / "search_index.json"
+  index.write_text(json.dumps({"config": config, "docs": docs}))
+  assert check_site.check_search_index(tmp_path) == []
+  index.write_text(json.dumps({"config": {"separator": r"[\s\-]+"}, "docs": docs[1:]}))
+  problems = check_site.check_search_index(tmp_path)
+  assert len(problems) == 2 and "separator" in problems[0] and "no entry" in problems[1]

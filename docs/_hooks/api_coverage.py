@@ -16,9 +16,13 @@ so a missing name fails the test suite and ``mkdocs build``.
 from __future__ import annotations
 import __future__
 
+import ast
+import functools
 import importlib
+import inspect
 import pathlib
 import re
+import sys
 import types
 import typing
 from typing import Any
@@ -133,3 +137,97 @@ def undocumented() -> list[str]:
 
 def api_pages(docs_dir: pathlib.Path) -> list[pathlib.Path]:
   return sorted((docs_dir / "api").glob("*.md"))
+
+
+def is_builtin_value(obj: Any) -> bool:
+  """A constant whose ``__doc__`` is a built-in type's (``str``, ``dict``, ``tuple``,
+  ``None``, ``...``)."""
+  return type(obj).__module__ == "builtins" and not callable(obj)
+
+
+@functools.cache
+def _tree(path: str) -> ast.Module:
+  return ast.parse(pathlib.Path(path).read_text())
+
+
+def _assigned_docs(body: list[ast.stmt], lines: list[str]) -> dict[str, str]:
+  """``{name: doc}`` for the assignments of ``body`` that are documented: a string
+  literal right after the assignment, or ``#:`` comment lines right above it."""
+  docs: dict[str, str] = {}
+  for i, stmt in enumerate(body):
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+      target = stmt.targets[0]
+    elif isinstance(stmt, ast.AnnAssign):
+      target = stmt.target
+    else:
+      continue
+    if not isinstance(target, ast.Name):
+      continue
+    after = body[i + 1] if i + 1 < len(body) else None
+    if (
+      isinstance(after, ast.Expr)
+      and isinstance(after.value, ast.Constant)
+      and isinstance(after.value.value, str)
+    ):
+      docs[target.id] = inspect.cleandoc(after.value.value)
+      continue
+    comment, n = [], stmt.lineno - 2
+    while n >= 0 and lines[n].lstrip().startswith("#:"):
+      comment.insert(0, lines[n].lstrip()[2:].strip())
+      n -= 1
+    if comment:
+      docs[target.id] = " ".join(comment)
+  return docs
+
+
+def source_docstring(owner: Any, name: str) -> str | None:
+  """The docstring written for attribute ``name`` of a module or class in its source.
+
+  Python keeps no docstring for a constant: ``owner.name.__doc__`` is its type's
+  (``str(object='') -> str``). The documentation tools' convention is a string
+  literal right after the assignment (or ``#:`` comments above it); this reads it
+  from the module that assigns the name (a package re-exporting a constant: the
+  module it comes from), or from the class body of the class in ``owner``'s MRO
+  that sets it.
+  """
+  if isinstance(owner, type):
+    owner = next(k for k in owner.__mro__ if name in vars(k))
+    value, key, top = owner, owner.__name__, owner.__module__.split(".")[0]
+  else:
+    value, key, top = getattr(owner, name), name, owner.__name__.split(".")[0]
+  # the modules binding the name: where it is assigned is among them (a class's
+  # ``__module__`` may be the package that re-exports it)
+  scopes = [
+    m
+    for m in list(sys.modules.values())
+    if getattr(m, "__name__", "").split(".")[0] == top and vars(m).get(key, None) is value
+  ]
+  for scope in scopes:
+    path = getattr(scope, "__file__", None)
+    if path is None or not path.endswith(".py"):
+      continue
+    tree, lines = _tree(path), pathlib.Path(path).read_text().splitlines()
+    if isinstance(owner, type):
+      bodies = [c.body for c in tree.body if isinstance(c, ast.ClassDef) and c.name == key]
+    else:
+      bodies = [tree.body]
+    for body in bodies:
+      doc = _assigned_docs(body, lines).get(name)
+      if doc:
+        return doc
+  return None
+
+
+def constants_without_docs(pages: list[pathlib.Path]) -> list[str]:
+  """Constants with a ``:::`` directive whose page would show a built-in type's
+  docstring: no docstring is written for them in the source (``source_docstring``)."""
+  bad = []
+  for page in pages:
+    for path in _DIRECTIVE.findall(page.read_text()):
+      obj = _resolve(path)
+      if not is_builtin_value(obj):
+        continue
+      owner_path, name = path.rsplit(".", 1)
+      if not source_docstring(_resolve(owner_path), name):
+        bad.append(path)
+  return bad

@@ -1,12 +1,23 @@
 """mkdocs hooks (``hooks:`` in mkdocs.yml): what the site adds to the pages in ``docs/``.
 
 * Before the build, every public name must have a docstring and an entry in
-  ``docs/api/*.md`` (``api_coverage.py``; ``tests/test_docs.py`` checks the same).
+  ``docs/api/*.md``, and every constant with an entry a docstring in the source
+  (``api_coverage.py``; ``tests/test_docs.py`` checks the same).
 * The notebooks in ``notebooks/`` (jupytext ``.py`` files) are executed in one
   kernel by ``notebooks/run.py`` (as ``tests/test_notebooks.py`` does) and
   rendered by mkdocs-jupyter with their outputs and figures. Executed notebooks
   are cached in ``.docs_cache/`` under a hash of the notebooks and the library
-  source, so ``mkdocs serve`` does not re-run them after every edit.
+  source, so ``mkdocs serve`` does not re-run them after every edit. While
+  editing docstrings (which changes that hash), ``NNX_EQX_DOCS_STALE_NOTEBOOKS=1``
+  renders the most recently executed notebooks instead of executing them again
+  (never in CI: the site then shows outputs of an older library).
+* Inline code naming a public object (`` `nnx.split` ``) links to its API entry
+  (``autolink.py``).
+* The API pages rank above the guides in search (``search: boost`` in their metadata).
+* The notebook pages' relative links and images are made to resolve on the site, and
+  MathJax is left out of pages without math (``notebook_pages.py``).
+* A note between ``<!-- repository only ... -->`` and ``<!-- end repository only -->``
+  (how to read ``docs/api/*.md`` in the repository) is left out of the site.
 * Pages link repository files by their repository path (``../../notebooks/NAME.py``);
   each link that leaves ``docs/`` is pointed at the site's copy (``links.py``).
 * Generated sections (``generated.py``) are committed in the pages, between
@@ -34,10 +45,12 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import inspect
 import json
+import os
 import pathlib
 import re
 import sys
@@ -52,10 +65,16 @@ ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 
 import api_coverage  # noqa: E402
+import autolink  # noqa: E402
 import generated  # noqa: E402
 import links  # noqa: E402
+import notebook_pages  # noqa: E402
 
 CACHE = ROOT / ".docs_cache"
+# a note for readers of the Markdown in the repository (how to read docs/api/*.md)
+_REPOSITORY_ONLY = re.compile(
+  r"^<!-- repository only\b.*?-->\n.*?^<!-- end repository only -->\n", re.M | re.S
+)
 
 
 def _load(name: str, path: pathlib.Path):
@@ -83,13 +102,16 @@ def on_config(config, **kwargs):
 
 def on_pre_build(config, **kwargs) -> None:
   docs_dir = pathlib.Path(config["docs_dir"])
-  missing = api_coverage.missing_from(api_coverage.api_pages(docs_dir))
+  pages = api_coverage.api_pages(docs_dir)
+  missing = api_coverage.missing_from(pages)
   undocumented = api_coverage.undocumented()
-  if missing or undocumented:
+  constants = api_coverage.constants_without_docs(pages)
+  if missing or undocumented or constants:
     raise SystemExit(
       "API reference incomplete.\n"
       + "".join(f"  not in docs/api/*.md: {n}\n" for n in missing)
       + "".join(f"  no docstring: {n}\n" for n in undocumented)
+      + "".join(f"  no docstring in the source (its type's would show): {n}\n" for n in constants)
     )
 
 
@@ -101,6 +123,14 @@ def _source_hash(paths: list[pathlib.Path]) -> str:
   return h.hexdigest()[:16]
 
 
+def _newest_cache(paths: list[pathlib.Path]) -> pathlib.Path | None:
+  """The most recently executed cache entry holding every notebook, if any."""
+  full = [
+    d for d in CACHE.glob("*") if all((d / "notebooks" / f"{p.stem}.ipynb").exists() for p in paths)
+  ]
+  return max(full, key=lambda d: d.stat().st_mtime, default=None)
+
+
 def executed_notebooks() -> pathlib.Path:
   """Folder holding ``notebooks/<name>.ipynb``, executed (from the cache if current)."""
   run = _load("notebooks_run", ROOT / "notebooks" / "run.py")
@@ -109,6 +139,9 @@ def executed_notebooks() -> pathlib.Path:
   nb_dir = out / "notebooks"
   if all((nb_dir / f"{p.stem}.ipynb").exists() for p in paths):
     return out
+  if os.environ.get("NNX_EQX_DOCS_STALE_NOTEBOOKS") and (stale := _newest_cache(paths)):
+    print(f"INFO    -  NNX_EQX_DOCS_STALE_NOTEBOOKS: notebooks as executed in {stale}")
+    return stale
   import nbformat
 
   t0 = time.perf_counter()
@@ -128,6 +161,23 @@ def executed_notebooks() -> pathlib.Path:
     nbformat.write(nb, nb_dir / f"{p.stem}.ipynb")
   print(f"INFO    -  executed {len(paths)} notebooks in {time.perf_counter() - t0:.0f} s")
   return out
+
+
+_SITE_FILES: set[str] = set()  # the site's files (dest_uri), for the notebook pages' links
+
+
+def on_env(env, config, files, **kwargs):
+  _SITE_FILES.clear()
+  _SITE_FILES.update(f.dest_uri for f in files)
+  return env
+
+
+@event_priority(-100)  # after mkdocs-jupyter's own on_post_page
+def on_post_page(output, page, config, **kwargs):
+  if not page.file.src_uri.endswith(".ipynb"):
+    return output
+  output = notebook_pages.fix_relative_urls(output, page.url, page.file.src_uri, _SITE_FILES)
+  return notebook_pages.drop_unused_mathjax(output)
 
 
 @event_priority(100)  # before mkdocs-jupyter turns the .ipynb files into pages
@@ -291,6 +341,11 @@ _GENERATED = {
 }
 
 
+@functools.cache
+def _entries(docs_dir: str) -> dict[str, str]:
+  return autolink.entries(api_coverage.api_pages(pathlib.Path(docs_dir)))
+
+
 def on_page_markdown(markdown, page, config, files, **kwargs):
   src = f"docs/{page.file.src_uri}"
   try:
@@ -300,6 +355,12 @@ def on_page_markdown(markdown, page, config, files, **kwargs):
         f"{src}: generated sections not current ({', '.join(names)}); "
         f"run `{generated.COMMAND}` and commit the result"
       )
-    return links.for_site(markdown, src)
+    markdown = links.for_site(_REPOSITORY_ONLY.sub("", markdown), src)
+    if page.file.src_uri.startswith("api/"):
+      # an API entry before the guides that mention its name (mkdocs-material's boost)
+      page.meta.setdefault("search", {}).setdefault("boost", 2)
+    # the pages' own prose; mkdocstrings links inside the entries it renders
+    markdown = autolink.link_names(markdown, _entries(config["docs_dir"]))
+    return markdown
   except (KeyError, ValueError) as e:
     raise SystemExit(e.args[0]) from e

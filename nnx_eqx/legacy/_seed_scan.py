@@ -53,16 +53,28 @@ class ScanOptions:
   """
 
   variable_axes: tuple = ()
+  """``(filter, axis)`` pairs: the state stacked along ``axis`` (``make`` takes a mapping)."""
   variable_broadcast: Filter = None
+  """The state shared by every step, unchanged by the scan."""
   variable_carry: Filter = ...
+  """The state carried from step to step (default: the state no other option takes)."""
   split_rngs: Filter = None
+  """The RNG streams split per layer and step (a filter of stream names)."""
   in_axes: Any = 0
+  """The axis of the scanned inputs."""
   out_axes: Any = 0
+  """The axis of the stacked outputs."""
   length: int | None = None
+  """The number of steps (needed with ``variable_axes``)."""
   reverse: bool = False
+  """Scan from the last step to the first, as ``jax.lax.scan``."""
   unroll: int = 1
+  """Steps unrolled per loop iteration, as ``jax.lax.scan``."""
   data_transform: Callable[..., Any] | None = None
+  """Accepted for compatibility with the seeds; unused."""
   metadata_params: tuple = ()
+  """``(key, value)`` pairs; ``(nnx.PARTITION_NAME, name)`` adds ``name`` to the stacked
+  axis of ``sharding`` metadata."""
 
   @classmethod
   def make(cls, **kw: Any) -> ScanOptions:

@@ -69,8 +69,11 @@ class RematOptions:
   """
 
   prevent_cse: bool = True
+  """Keep XLA from merging the recomputation with the forward pass, as ``jax.checkpoint``."""
   static_argnums: tuple = ()
+  """Positions of the call's arguments that are static (hashed, not traced)."""
   policy: Callable[..., bool] | None = None
+  """Which intermediate values to save instead of recomputing (``jax.checkpoint``'s)."""
 
 
 def _remat_body(f, module, rngs, *args):

@@ -72,44 +72,6 @@ class Module(Pytree):
   # ``inference``); it is what ``eqx.nn.inference_mode`` sets (see ``_pytree_flags``).
   inference = INFERENCE
 
-  # -- seed-era API ---------------------------------------------------------
-  def partition(self, *filters: Filter):
-    """Seed-era split: ``state, moduledef = m.partition()`` or
-    ``(params, rest), moduledef = m.partition(nnx.Param, ...)``.
-
-    Raises:
-      FilterError: if the filters do not cover every leaf.
-
-    Example:
-      >>> import nnx_eqx as nnx
-      >>> (params, rest), moduledef = nnx.Linear(2, 3, rngs=nnx.Rngs(0)).partition(nnx.Param, ...)
-      >>> sorted(params)
-      ['bias', 'kernel']
-    """
-    graphdef, *states = _graph.split_as(self, filters, snapshot=True)
-    return SEED_HOOKS["pure"](states[0] if len(states) == 1 else tuple(states), graphdef.as_seed())
-
-  def get_state(self) -> State:
-    """A snapshot State of every leaf (seed-era ``nnx.state(m)``, new Variable objects)."""
-    return _graph.state_as(self, (), snapshot=True)
-
-  def get_moduledef(self):
-    """The seed-era moduledef: ``nnx.graphdef(m)`` whose ``apply`` keeps the seeds'
-    ``(out, (state, moduledef))`` order."""
-    return _graph.graphdef(self).as_seed()
-
-  def filter(self, first: Filter, /, *filters: Filter):
-    """Filtered snapshot State(s), non-exhaustive (seed-era ``nnx.state(m, *f)``)."""
-    return _graph.state_as(self, (first, *filters), snapshot=True)
-
-  def update_state(self, *states: State) -> None:
-    """Writes States into this module in place (seed-era ``nnx.update``)."""
-    _graph.update(self, *states)
-
-  def pop_state(self, first: Filter, /, *filters: Filter):
-    """Removes and returns the matching leaves (seed-era ``nnx.pop``)."""
-    return _graph.pop(self, first, *filters)
-
   def clone(self: M) -> M:
     """A deep copy with the same sharing."""
     return _graph.clone(self)
@@ -226,12 +188,6 @@ class Module(Pytree):
       )
     return jax.tree.map(jnp.add, current.value, value)
 
-  def for_each(self, module_type: type, fn: Callable[[Module], Any]) -> None:
-    """Calls ``fn`` on every submodule (self included) that is a ``module_type``."""
-    for _, m in _graph.iter_modules(self):
-      if isinstance(m, module_type):
-        fn(m)  # type: ignore[arg-type]
-
   def modules(self) -> Iterator[tuple[tuple, Module]]:
     """Yields ``(path, module)`` for this module and every submodule."""
     return _graph.iter_modules(self)
@@ -307,6 +263,50 @@ class Module(Pytree):
     """
     flags = {"deterministic": True, "use_running_average": True, "inference": True}
     self.set_attributes(raise_if_not_found=False, **{**flags, **attributes})
+
+  # -- seed-era API (after flax.nnx's, as the reference lists them) -------
+  def partition(self, *filters: Filter):
+    """Seed-era split: ``state, moduledef = m.partition()`` or
+    ``(params, rest), moduledef = m.partition(nnx.Param, ...)``.
+
+    Raises:
+      FilterError: if the filters do not cover every leaf.
+
+    Example:
+      >>> import nnx_eqx as nnx
+      >>> (params, rest), moduledef = nnx.Linear(2, 3, rngs=nnx.Rngs(0)).partition(nnx.Param, ...)
+      >>> sorted(params)
+      ['bias', 'kernel']
+    """
+    graphdef, *states = _graph.split_as(self, filters, snapshot=True)
+    return SEED_HOOKS["pure"](states[0] if len(states) == 1 else tuple(states), graphdef.as_seed())
+
+  def get_state(self) -> State:
+    """A snapshot State of every leaf (seed-era ``nnx.state(m)``, new Variable objects)."""
+    return _graph.state_as(self, (), snapshot=True)
+
+  def get_moduledef(self):
+    """The seed-era moduledef: ``nnx.graphdef(m)`` whose ``apply`` keeps the seeds'
+    ``(out, (state, moduledef))`` order."""
+    return _graph.graphdef(self).as_seed()
+
+  def filter(self, first: Filter, /, *filters: Filter):
+    """Filtered snapshot State(s), non-exhaustive (seed-era ``nnx.state(m, *f)``)."""
+    return _graph.state_as(self, (first, *filters), snapshot=True)
+
+  def update_state(self, *states: State) -> None:
+    """Writes States into this module in place (seed-era ``nnx.update``)."""
+    _graph.update(self, *states)
+
+  def pop_state(self, first: Filter, /, *filters: Filter):
+    """Removes and returns the matching leaves (seed-era ``nnx.pop``)."""
+    return _graph.pop(self, first, *filters)
+
+  def for_each(self, module_type: type, fn: Callable[[Module], Any]) -> None:
+    """Calls ``fn`` on every submodule (self included) that is a ``module_type``."""
+    for _, m in _graph.iter_modules(self):
+      if isinstance(m, module_type):
+        fn(m)  # type: ignore[arg-type]
 
 
 MODULE_IMPL = PYTREE_IMPL

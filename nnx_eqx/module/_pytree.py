@@ -29,6 +29,7 @@ import jax
 from .. import reprlib
 from ..graph import _version
 from ..graph._errors import NnxError
+from ..graph._sentinel import MISSING as _MISSING
 from ..graph.api import _functional as _graph
 from ..graph.api._functional import NodeImpl, is_node
 from ..graph.api._repr import module_repr, treescope_module
@@ -40,7 +41,6 @@ from ..tracers import TraceState
 
 A = TypeVar("A")
 T = TypeVar("T", bound=type)
-_MISSING = object()
 
 DATA_TAG = "__data__"
 STATIC_TAG = "__static__"

@@ -26,6 +26,7 @@ class Counter(Variable):
 
 
 VARIABLE_TYPES: tuple[type, ...] = (Param, BatchStat, Cache, Intermediate, Variable, Counter)
+"""The Variable types ``graphs`` draws from: the built-in ones and a user-defined subclass."""
 DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16", "int32", "uint8", "bool")
 
 

@@ -15,13 +15,12 @@ from typing import Any
 import jax
 
 from .._errors import GraphStructureError
+from .._sentinel import MISSING as _MISSING
 from ..walk._graphdef import GraphDef
 from ..walk._node_types import is_graph_node, is_node
 from ..walk._pytree_nodes import jax_to_nnx_path as jax_to_nnx_path
 from ..walk._walk import walk
 from ._contexts import MergeContext, SplitContext, merge_context, split_context
-
-_MISSING: Any = object()
 
 
 class InconsistentAliasingError(GraphStructureError):

@@ -161,10 +161,6 @@ class State(MutableMapping):
     parts = _partition(self.to_flat_dict(), (first, *filters), exhaustive=True)
     return parts[0] if not filters else tuple(parts)
 
-  def partition(self, first: Filter, /, *filters: Filter):
-    """Seed-era alias of :meth:`split`."""
-    return self.split(first, *filters)
-
   @staticmethod
   def merge(state: State, /, *states: State) -> State:
     """Merges several States into one (later ones win on the same path).
@@ -216,6 +212,11 @@ class State(MutableMapping):
         cur.__dict__["_value"] = v
       else:
         self._mapping[k] = v
+
+  # -- seed-era API (after flax.nnx's, as the reference lists them) -------
+  def partition(self, first: Filter, /, *filters: Filter):
+    """Seed-era alias of :meth:`split`."""
+    return self.split(first, *filters)
 
 
 def _wrap(d: dict) -> State:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from .. import _version
+from .._sentinel import MISSING as _MISSING
 from ..tracing._traces import check_trace
 
-_MISSING: Any = object()
 _STORAGE_KEYS = ("hijax", "ref", "eager_sharding")
 
 

@@ -13,6 +13,8 @@ from .._errors import NnxError
 from ._variables import BatchStat, Cache, Intermediate, Param, Perturbation, Variable
 
 VariableTypeCache: dict[str, type[Variable]] = {}
+"""``{collection name: Variable type}`` for every registered name (the built-in ones and
+those ``variable_type_from_name`` or ``register_variable_name`` added)."""
 
 
 class VariableNameError(NnxError, ValueError):

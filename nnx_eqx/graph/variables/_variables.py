@@ -558,6 +558,7 @@ class Param(Variable[A]):
   """
 
   collection = "params"
+  """The Linen collection name of this type (``"params"``)."""
 
 
 class BatchStat(Variable[A]):
@@ -570,6 +571,7 @@ class BatchStat(Variable[A]):
   """
 
   collection = "batch_stats"
+  """The Linen collection name of this type (``"batch_stats"``)."""
 
 
 class Cache(Variable[A]):
@@ -582,6 +584,7 @@ class Cache(Variable[A]):
   """
 
   collection = "cache"
+  """The Linen collection name of this type (``"cache"``)."""
 
 
 class Intermediate(Variable[A]):
@@ -594,6 +597,7 @@ class Intermediate(Variable[A]):
   """
 
   collection = "intermediates"
+  """The Linen collection name of this type (``"intermediates"``)."""
 
 
 class Perturbation(Intermediate[A]):
@@ -607,6 +611,7 @@ class Perturbation(Intermediate[A]):
   """
 
   collection = "perturbations"
+  """The Linen collection name of this type (``"perturbations"``)."""
 
 
 def _aux(v: Variable):

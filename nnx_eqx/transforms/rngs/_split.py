@@ -17,13 +17,12 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from ...graph._sentinel import MISSING as _MISSING
 from ...graph.api._functional import iter_graph
 from ...graph.state._filters import Filter, to_predicate
 from ...graph.variables._variables import Variable
 from ...module._rngs import RngStream
 from ..lifting import _lift
-
-_MISSING: Any = object()
 
 
 class SplitBackups:

@@ -16,6 +16,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from ...graph._sentinel import MISSING as _MISSING
 from ...graph.api._functional import iter_graph, node_impl, walk
 from ...graph.state._filters import Filter, filter_name, to_predicate
 from ...graph.tracing._traces import current_trace
@@ -24,8 +25,6 @@ from ...graph.walk import _graph_mode
 from ...graph.walk._tree_mode import check_tree_mode
 from ...module._rngs import Rngs, RngStream
 from . import _split as _rng_split
-
-_MISSING: Any = object()
 
 
 def recursive_map(f: Callable[[tuple, Any], Any], node: Any, *, graph: bool | None = None) -> Any:
