@@ -57,7 +57,13 @@ This module makes the drop loud, on that original only:
    :func:`clear_lost_updates` accepts the values from before the call.
 
 Writes under ``jax.eval_shape`` / ``eqx.filter_eval_shape`` are exempt (shape
-evaluation discards all values).
+evaluation discards all values). Writing whole values over a stale module
+(``nnx.update``, a checkpoint restored into it) is a write, not a use: the walk
+of its target refuses nothing (:func:`overwriting`) and the marks of the
+Variables written end (:func:`written`). JAX's, Equinox's, the call wrappers' and
+this package's code are told from the user's by identity -- resolved package
+folders and JAX's code objects, see ``_frames`` -- so none of this depends on
+where anything is installed or what its folders are called.
 
 What cannot be told, and why:
 
@@ -99,6 +105,7 @@ copies are neither marked nor linked, and nothing is recorded.
 
 from __future__ import annotations
 
+import contextlib
 import dis
 import inspect
 import os
@@ -460,17 +467,68 @@ def check_flattened(variables: Any) -> None:
     carried(variables)
     _settle()
   if STALE:
-    found: list[tuple] = []
+    found = _stale_among(variables)
+    if found:
+      _raise(*found)
+
+
+def _stale_among(variables: Any) -> list[tuple]:
+  """The stale entries of ``variables``, each once."""
+  found: list[tuple] = []
+  for v in variables:
+    if id(v) in STALE:
+      e = _stale_entry(v)
+      if e is not None and all(f is not e for f in found):
+        found.append(e)
+  return found
+
+
+_OVERWRITING = threading.local()
+"""``.depth``: how many :func:`overwriting` blocks this thread is in."""
+
+
+@contextlib.contextmanager
+def overwriting() -> Any:
+  """Within it, this thread reads the graph it is about to write whole values
+  over (``nnx.update``'s target, a checkpoint restored into a module) without
+  refusing its stale Variables: that write is the recovery from a dropped
+  update, not a use of the stale values. Pending writes settle as usual; the
+  marks end only for the Variables :func:`written` is given."""
+  depth = getattr(_OVERWRITING, "depth", 0)
+  _OVERWRITING.depth = depth + 1
+  try:
+    yield
+  finally:
+    _OVERWRITING.depth = depth
+
+
+def refusing() -> bool:
+  """Whether a stale Variable read now raises (outside :func:`overwriting`)."""
+  return not getattr(_OVERWRITING, "depth", 0)
+
+
+def written(variables: Any) -> None:
+  """Whole values were written over ``variables`` (``nnx.update``, a restore):
+  their stale marks end, even where the value written is the one they held."""
+  if STALE:
     for v in variables:
-      if id(v) in STALE:
-        e = _stale_entry(v)
-        if e is not None and all(f is not e for f in found):
-          found.append(e)
+      STALE.pop(id(v), None)
+
+
+def check_sources(variables: Any) -> None:
+  """Raises :class:`LostUpdateError` if one of ``variables``, whose values are
+  about to be written elsewhere, is stale (the copy would hold stale values)."""
+  if PENDING:
+    _settle()
+  if STALE:
+    found = _stale_among(variables)
     if found:
       _raise(*found)
 
 
 def _raise(*entries: tuple) -> None:
+  if not refusing():
+    return
   for e in entries:
     e[3][0] = True
   listing = "\n".join(f"  - {e[2]}" for e in entries)
@@ -492,8 +550,13 @@ def _raise(*entries: tuple) -> None:
     " Ref-backed state table in docs/guides/performance.md for its cost per call);\n"
     "  4. if the update is not wanted (evaluation), switch the layers off first:"
     " `model.eval()` or `eqx.nn.inference_mode(model)`.\n"
-    "Then call `nnx.clear_lost_updates(model)` to go on from the values before the"
-    " dropped call (or build the module again), and run the fixed call."
+    "Then recover the module, one of: write values saved apart from it over it,"
+    " `nnx.update(model, saved)` (e.g. `saved = nnx.state(model).to_pure_dict()` taken"
+    " before; a State from nnx.state or nnx.split holds the module's own Variables, so"
+    " it holds the stale values too) or `nnx.checkpoint.restore(path, model)`, which"
+    " ends the marks of the Variables written; build it again with"
+    " `nnx.merge(graphdef, saved)`; or call `nnx.clear_lost_updates(model)` to go on"
+    " from the values before the dropped call. Then run the fixed call."
   )
 
 
