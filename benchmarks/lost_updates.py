@@ -254,7 +254,8 @@ def end_to_end_rows(steps: int, rounds: int) -> list[dict]:
   blocks of ``steps`` calls with the watch on and as many off, alternating (the
   order flips between rounds), and keeps each setting's best block; the ratio of
   a round is on / off, and the row gives the median over rounds with the
-  quartiles."""
+  quartiles. Times are CPU seconds of this process (all its threads, XLA's
+  included), which the other work of a shared machine does not inflate."""
   bn = BnStack(LAYERS, nnx.Rngs(0))
 
   def flatten():
@@ -276,9 +277,9 @@ def end_to_end_rows(steps: int, rounds: int) -> list[dict]:
         for on in ((True, False) if r % 2 == 0 else (False, True)) * BLOCKS:
           nnx.set_lost_update_watch(on)
           gc.collect()
-          t0 = time.perf_counter()
+          t0 = time.process_time()
           jax.block_until_ready(fn())
-          best[on] = min(best[on], (time.perf_counter() - t0) / steps)
+          best[on] = min(best[on], (time.process_time() - t0) / steps)
         for on, sec in best.items():  # (a shared machine only ever adds time)
           seconds[k][on].append(sec)
   finally:
@@ -290,8 +291,8 @@ def end_to_end_rows(steps: int, rounds: int) -> list[dict]:
     rows.append(
       {
         "case": k,
-        "off us": statistics.median(by[False]) * 1e6,
-        "on us": statistics.median(by[True]) * 1e6,
+        "off us (CPU)": statistics.median(by[False]) * 1e6,
+        "on us (CPU)": statistics.median(by[True]) * 1e6,
         "on / off": f"{med:.3f}x",
         "quartiles": f"{q1:.3f}-{q3:.3f}x",
         "rounds": rounds,
