@@ -37,6 +37,8 @@ _KINDS = (
   ("typeguard", WRAPPER),
 )
 
+_EQUINOX = [name for name, _ in _KINDS].index("equinox")
+
 _SEEN: list = [None]
 """``[the modules of _KINDS as last seen in sys.modules]``: the roots and the
 cache below were made from those."""
@@ -62,7 +64,7 @@ def _code(fn: Any) -> Any:
 
 def _shape_evaluators(modules: tuple) -> set:
   codes = {_code(jax.eval_shape), _code(getattr(type(jax.jit(abs)), "eval_shape", None))}
-  eqx = modules[[name for name, _ in _KINDS].index("equinox")]
+  eqx = modules[_EQUINOX]
   if eqx is not None:
     codes.add(_code(getattr(eqx, "filter_eval_shape", None)))
   codes.discard(None)
@@ -89,11 +91,13 @@ def refresh() -> None:
 def _file_kind(file: str) -> int:
   k = _BY_FILE.get(file)
   if k is None:
-    try:
-      path = os.path.realpath(file)
-    except (OSError, ValueError):
-      path = ""
-    k = next((k for root, k in _ROOTS if path.startswith(root)), 0)
+    path = ""
+    if os.path.isabs(file):  # (code without a file names none: "<string>", "<stdin>")
+      try:
+        path = os.path.realpath(file)
+      except (OSError, ValueError):
+        pass
+    k = next((k for root, k in _ROOTS if path.startswith(root)), 0) if path else 0
     _BY_FILE[file] = k
   return k
 
