@@ -423,7 +423,9 @@ def update(node: Any, *states: State) -> None:
   Paths the graph lacks are added as new attributes when their parent exists
   (e.g. Intermediates produced by a functional call). As in flax.nnx, a value
   may have another shape or dtype than the one it replaces (e.g. parameters
-  stacked by ``jax.vmap``).
+  stacked by ``jax.vmap``). Over a module whose state update a JAX
+  transformation dropped, this is the recovery: a write, not a use of the stale
+  values, it ends the marks of the Variables it writes (the others stay marked).
 
   Args:
     node: a graph node.
@@ -431,6 +433,10 @@ def update(node: Any, *states: State) -> None:
 
   Raises:
     StateMismatchError: a path's parent is not in the graph.
+    LostUpdateError: ``states`` hold Variables that a dropped update left stale
+      (a State taken with ``nnx.state`` before the call shares the module's own
+      Variables): their values are the stale ones. Save values apart instead
+      (``nnx.state(model).to_pure_dict()``).
 
   Example:
     >>> import jax, nnx_eqx as nnx
@@ -452,13 +458,14 @@ def update(node: Any, *states: State) -> None:
     return
   index = w.path_index()
   added = False
-  overwritten = []
+  overwritten: list | None = [] if _lost_updates.STALE else None  # (to end their marks)
   for path, leaf in _flat_of(states).items():
     i = index.get(path)
     new = leaf._value if isinstance(leaf, Variable) else leaf
     if i is not None:
       slot = w.slots[i]
-      overwritten.append(slot)
+      if overwritten is not None:
+        overwritten.append(slot)
       if type(slot) is _HijaxVariable or type(leaf) is _HijaxVariable:
         added |= _update_hijax(slot, leaf)
         continue
@@ -477,7 +484,7 @@ def update(node: Any, *states: State) -> None:
     if parent is None and set_in_container(node, path, leaf):
       continue
     if parent is None:
-      _lost_updates.written(overwritten)
+      _lost_updates.written(overwritten or ())
       raise StateMismatchError(
         f"update: path {_fmt(path)} is not in the graph and its parent"
         f" {_fmt(path[:-1])} is not a node of it. Fix: update with a State"
@@ -485,7 +492,8 @@ def update(node: Any, *states: State) -> None:
       )
     setattr(parent, path[-1], leaf.copy() if isinstance(leaf, Variable) else leaf)
     added = True
-  _lost_updates.written(overwritten)
+  if overwritten:
+    _lost_updates.written(overwritten)
   if added:
     _version.bump()
 
