@@ -65,15 +65,11 @@ def _package_parent() -> str:
   return str(pathlib.Path(nnx.__file__).resolve().parents[1])
 
 
-@pytest.mark.parametrize("folder", ["nnx_eqx", "jax", "equinox", "jaxlib"])
-def test_a_script_in_a_folder_named_after_a_library_is_the_users(tmp_path, folder):
-  script = tmp_path / folder / "train.py"
-  script.parent.mkdir()
-  script.write_text(SCRIPT)
+def _run(script: pathlib.Path, *path: str) -> subprocess.CompletedProcess:
   env = dict(os.environ)
-  env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_parent(), env.get("PYTHONPATH")) if p)
+  env["PYTHONPATH"] = os.pathsep.join(p for p in (*path, env.get("PYTHONPATH")) if p)
   env["JAX_PLATFORMS"] = "cpu"
-  done = subprocess.run(
+  return subprocess.run(
     [sys.executable, "-W", "error", str(script)],
     cwd=script.parent,
     env=env,
@@ -81,6 +77,28 @@ def test_a_script_in_a_folder_named_after_a_library_is_the_users(tmp_path, folde
     text=True,
     timeout=300,
   )
+
+
+@pytest.mark.parametrize("folder", ["nnx_eqx", "jax", "equinox", "jaxlib"])
+def test_a_script_in_a_folder_named_after_a_library_is_the_users(tmp_path, folder):
+  script = tmp_path / folder / "train.py"
+  script.parent.mkdir()
+  script.write_text(SCRIPT)
+  done = _run(script, _package_parent())
+  assert done.returncode == 0, done.stderr
+  assert done.stdout.splitlines() == EXPECTED, done.stdout + done.stderr
+
+
+def test_jax_installed_inside_a_folder_named_after_the_package_is_jax(tmp_path):
+  """The layout of a clone named after the package with its virtual environment
+  inside: JAX, Equinox and the rest are imported from a path through that folder
+  (a link to the packages installed here)."""
+  site = tmp_path / "nnx_eqx" / ".venv" / "site-packages"
+  site.parent.mkdir(parents=True)
+  site.symlink_to(pathlib.Path(jax.__file__).resolve().parents[1], target_is_directory=True)
+  script = tmp_path / "nnx_eqx" / "train.py"
+  script.write_text(f"import jax\nassert jax.__file__.startswith({str(site)!r})\n" + SCRIPT)
+  done = _run(script, _package_parent(), str(site))
   assert done.returncode == 0, done.stderr
   assert done.stdout.splitlines() == EXPECTED, done.stdout + done.stderr
 
