@@ -14,6 +14,13 @@ Two tables, each measured side by side in this process:
   ``nnx.from_eqx(eqx.nn.MLP(16, 16, 16, 32))`` against the same step over the
   Equinox MLP (targets: 1.10x batched, 1.20x per example). Every call flattens
   and rebuilds the whole model, so per-flatten work of the watch shows here.
+* ``end_to_end``: the watch on against off (``nnx.set_lost_update_watch``) in
+  this process, in interleaved rounds (each round times both settings, in
+  alternating order), as the median of the per-round ratios with their quartiles:
+  a training step of an MLP with two ``BatchNorm`` layers (optax Adam) under a
+  plain ``jax.jit`` step that returns the module, and under an Equinox-style
+  ``eqx.filter_jit`` step, next to the bare flatten of 100 ``BatchNorm`` layers
+  (what ``jax.jit`` does with its arguments at every call).
 * ``before`` (only with ``--before DIR``, a checkout of the package from before
   the watch, e.g. ``git worktree add DIR <commit>``): the same measurements run
   in fresh processes over this tree and over ``DIR``, alternately, with the
@@ -27,7 +34,9 @@ Two tables, each measured side by side in this process:
     python benchmarks/lost_updates.py --quick    # fewer repeats
     python benchmarks/lost_updates.py --before /path/to/older/checkout
 
-``main`` returns ``{"watch": rows, "eqx_step": rows}``.
+    python benchmarks/lost_updates.py --only end_to_end --rounds 25
+
+``main`` returns ``{"watch": rows, "eqx_step": rows, "end_to_end": rows}``.
 """
 
 from __future__ import annotations
@@ -42,8 +51,11 @@ import subprocess
 import sys
 import time
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
+import optax
 
 import nnx_eqx as nnx
 
@@ -166,6 +178,139 @@ def _measure_once(n: int) -> dict[str, float]:
   return out
 
 
+class BnMlp(nnx.Module):
+  """Linear -> BatchNorm -> relu, twice, then a Linear head."""
+
+  def __init__(self, rngs: nnx.Rngs):
+    self.l1 = nnx.Linear(16, 64, rngs=rngs)
+    self.bn1 = nnx.BatchNorm(64, rngs=rngs)
+    self.l2 = nnx.Linear(64, 64, rngs=rngs)
+    self.bn2 = nnx.BatchNorm(64, rngs=rngs)
+    self.head = nnx.Linear(64, 4, rngs=rngs)
+
+  def __call__(self, x):
+    x = jax.nn.relu(self.bn1(self.l1(x)))
+    return self.head(jax.nn.relu(self.bn2(self.l2(x))))
+
+
+def _training_steps(steps: int) -> dict[str, object]:
+  """``name -> run`` of ``steps`` training steps of a ``BnMlp`` (optax Adam),
+  each run carrying its model and optimizer state on (the statistics move)."""
+  x = jax.random.normal(jax.random.key(0), (32, 16))
+  y = jax.random.normal(jax.random.key(1), (32, 4))
+  tx = optax.adam(1e-3)
+
+  @jax.jit
+  def jax_step(model, opt_state):  # plain jax.jit: the module goes out again
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+
+    def loss(params):
+      m = nnx.merge(graphdef, params, rest)
+      return jnp.mean((m(x) - y) ** 2), nnx.state(m, nnx.Not(nnx.Param))
+
+    (_, rest), grads = jax.value_and_grad(loss, has_aux=True)(params)
+    updates, opt_state = tx.update(grads, opt_state, params)
+    return nnx.merge(graphdef, optax.apply_updates(params, updates), rest), opt_state
+
+  @eqx.filter_jit
+  def eqx_step(model, opt_state):  # Equinox's style: the state carried out as aux
+    def loss(m):
+      return jnp.mean((m(x) - y) ** 2), nnx.state(m, nnx.Not(nnx.Param))
+
+    (_, state), grads = eqx.filter_value_and_grad(loss, has_aux=True)(model)
+    updates, opt_state = tx.update(grads, opt_state, eqx.filter(model, eqx.is_inexact_array))
+    model = eqx.apply_updates(model, updates)
+    nnx.update(model, state)
+    return model, opt_state
+
+  def runner(step, params_of):
+    model = BnMlp(nnx.Rngs(0))
+    carry = [model, tx.init(params_of(model))]
+
+    def run():
+      m, o = carry
+      for _ in range(steps):
+        m, o = step(m, o)
+      carry[:] = [m, o]
+      return m.bn2.mean[...]
+
+    return run
+
+  return {
+    "training step, BnMlp, jax.jit returning the module": runner(
+      jax_step, lambda m: nnx.state(m, nnx.Param)
+    ),
+    "training step, BnMlp, eqx.filter_jit (Equinox style)": runner(
+      eqx_step, lambda m: eqx.filter(m, eqx.is_inexact_array)
+    ),
+  }
+
+
+BLOCKS = 3  # blocks of steps per setting and round: a round keeps each setting's best
+
+
+def end_to_end_rows(steps: int, rounds: int) -> list[dict]:
+  """The watch on against off, interleaved: per round, each case runs ``BLOCKS``
+  blocks of ``steps`` calls with the watch on and as many off, alternating (the
+  order flips between rounds), and keeps each setting's best block; the ratio of
+  a round is on / off, and the row gives the median over rounds with the
+  quartiles. Times are CPU seconds of this process (all its threads, XLA's
+  included), which the other work of a shared machine does not inflate."""
+  bn = BnStack(LAYERS, nnx.Rngs(0))
+
+  def flatten():
+    for _ in range(steps):
+      jax.tree.flatten(bn)
+
+  cases = {f"flatten (as jax.jit does), {LAYERS} BatchNorm": flatten, **_training_steps(steps)}
+  previous = nnx.set_lost_update_watch(True)
+  try:
+    for on in (True, False):  # compile and warm up under both settings
+      nnx.set_lost_update_watch(on)
+      for fn in cases.values():
+        for _ in range(3):
+          jax.block_until_ready(fn())
+    seconds: dict[str, dict[bool, list]] = {k: {True: [], False: []} for k in cases}
+    for r in range(rounds):
+      for k, fn in cases.items():
+        best = {True: float("inf"), False: float("inf")}
+        for on in ((True, False) if r % 2 == 0 else (False, True)) * BLOCKS:
+          nnx.set_lost_update_watch(on)
+          gc.collect()
+          t0 = time.process_time()
+          jax.block_until_ready(fn())
+          best[on] = min(best[on], (time.process_time() - t0) / steps)
+        for on, sec in best.items():  # (a shared machine only ever adds time)
+          seconds[k][on].append(sec)
+  finally:
+    nnx.set_lost_update_watch(previous)
+  rows = []
+  for k, by in seconds.items():
+    ratios = np.array(by[True]) / np.array(by[False])
+    q1, med, q3 = (float(q) for q in np.percentile(ratios, [25, 50, 75]))
+    times = {
+      "off CPU us": statistics.median(by[False]) * 1e6,
+      "on CPU us": statistics.median(by[True]) * 1e6,
+      "quartiles": f"{q1:.3f}-{q3:.3f}x",
+      "rounds": rounds,
+    }
+    rows.append({"case": k, "impl": "watch off", "x": 1.0, "baseline": True, **times})
+    rows.append({"case": k, "impl": "watch on (median of per-round ratios)", "x": med, **times})
+  return rows
+
+
+def _print_end_to_end(rows: list[dict]) -> None:
+  print("\nThe watch on against off, interleaved (CPU time; median of per-round ratios)")
+  print("| case | watch off | watch on | on / off | quartiles | rounds |")
+  print("|---|---:|---:|---:|---:|---:|")
+  for r in rows:
+    if not r.get("baseline"):
+      print(
+        f"| {r['case']} | {r['off CPU us']:.1f} us | {r['on CPU us']:.1f} us | {r['x']:.3f}x"
+        f" | {r['quartiles']} | {r['rounds']} |"
+      )
+
+
 def _time(fn, n: int, block: bool = False) -> float:
   for _ in range(3):
     jax.block_until_ready(fn())
@@ -208,7 +353,8 @@ def before_rows(before: str, n: int, rounds: int) -> list[dict]:
 def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--quick", action="store_true", help="fewer repeats")
-  p.add_argument("--only", choices=("watch", "eqx_step"), help="one table")
+  p.add_argument("--only", choices=("watch", "eqx_step", "end_to_end"), help="one table")
+  p.add_argument("--rounds", type=int, help="interleaved rounds of the end_to_end table")
   p.add_argument("--before", help="a checkout of the package before the watch: compare with it")
   p.add_argument("--measure-once", type=int, help=argparse.SUPPRESS)
   args = p.parse_args(argv)
@@ -234,6 +380,10 @@ def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
       "Equinox-style step over from_eqx(MLP) (targets: 1.10x batched, 1.20x per example)",
       out["eqx_step"],
     )
+  if args.only in (None, "end_to_end"):
+    e2e_rounds = args.rounds or (20 if args.quick else 30)
+    out["end_to_end"] = end_to_end_rows(max(n // 5, 10), e2e_rounds)
+    _print_end_to_end(out["end_to_end"])
   return out
 
 

@@ -48,27 +48,42 @@ class LostUpdateError(NnxError, RuntimeError):
   transforms (``nnx.jit``, ``nnx.vmap``, ``nnx.scan``, ...) carry every update.
   (flax.nnx 0.12 drops such updates without a word.)
 
-  What is not watched, and why: a ``Param`` written inside a plain
-  transformation (forward passes read Params and optimizers update them; not
-  linking Params keeps an Equinox-style step over a model of Params at its
-  former cost), though an ``nnx.Optimizer``'s own state is watched, so a
-  dropped ``Optimizer.update`` is reported; a Variable rebuilt by a pytree map
-  that keeps the very arrays (``jax.tree.map(lambda a: a, m)``) cannot be told
-  from the copy Equinox's
-  ``partition`` makes to pass ``m`` to ``filter_jit``, so its drop is reported on
-  ``m`` as well while ``m`` holds those arrays; a compiled program runs without a
+  What is watched: every *state* Variable -- any Variable type but ``Param``
+  and its subclasses: ``BatchStat``, an ``nnx.Rngs`` stream's count, ``Cache``,
+  ``Intermediate``, a plain ``nnx.Variable``, your own subclasses, and an
+  ``nnx.Optimizer``'s step count and moments (so a dropped ``Optimizer.update``
+  is reported) -- written inside ``jax.jit``, ``jax.grad``/``jax.value_and_grad``,
+  ``jax.vmap``, ``jax.checkpoint``, nested in one another or under ``lax``
+  control flow within them, and Equinox's ``filter_jit``, ``filter_grad``,
+  ``filter_value_and_grad``, ``filter_vmap``, ``filter_checkpoint``.
+
+  What is not reported, and why: a ``Param`` written inside a plain
+  transformation and dropped (forward passes read Params and optimizers update
+  them; not linking Params keeps an Equinox-style step over a model of Params
+  at its former cost); writes under ``jax.eval_shape``/``eqx.filter_eval_shape``
+  (shape evaluation discards every value); a compiled program runs without a
   trace to watch -- after a drop found on a module still held every program
   traces again once, but after a drop on a temporary a later call with another
-  module of that structure drops silently. (Details:
+  module of that structure drops silently. One case is reported more widely: a
+  Variable rebuilt by a pytree map that keeps the very arrays
+  (``jax.tree.map(lambda a: a, m)``) cannot be told from the copy Equinox's
+  ``partition`` makes to pass ``m`` to ``filter_jit``, so its drop is reported on
+  ``m`` as well while ``m`` holds those arrays. (Details:
   ``nnx_eqx/graph/tracing/_lost_updates.py``.)
 
   Fix: use ``nnx.jit``/``nnx.value_and_grad``; or return
   ``nnx.state(model, nnx.Not(nnx.Param))`` and ``nnx.update`` the module with it;
   or store the state in ``jax.Ref``s with ``nnx.with_vars(model, ref=True, ...)``.
-  ``nnx.clear_lost_updates(model)`` accepts the values from before the dropped
-  call, so the module can be used again. ``nnx.set_lost_update_watch(False)``
-  turns the watch off for the process (flax.nnx's behaviour, at the flatten cost
-  from before the watch).
+  To recover the module, write whole values over it -- ``nnx.update(model,
+  saved)`` with values kept apart from its Variables (``nnx.state(model)
+  .to_pure_dict()`` taken before: a State from ``nnx.state``/``nnx.split`` holds
+  the module's own Variables, hence the stale values), or
+  ``nnx.checkpoint.restore(path, model)``: that is a write, not a use, and ends
+  the marks of the Variables it covers (the others stay marked) -- or build it
+  again with ``nnx.merge(graphdef, saved)``; ``nnx.clear_lost_updates(model)``
+  accepts the values from before the dropped call instead.
+  ``nnx.set_lost_update_watch(False)`` turns the watch off for the process
+  (flax.nnx's behaviour, at the flatten cost from before the watch).
 
   Example:
     >>> import equinox as eqx, jax.numpy as jnp, nnx_eqx as nnx

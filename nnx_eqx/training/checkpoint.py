@@ -49,6 +49,7 @@ from ..graph._errors import NnxError
 from ..graph.api._functional import is_graph_node, update
 from ..graph.api._functional import state as _state
 from ..graph.state._state import State
+from ..graph.tracing._lost_updates import overwriting
 from . import _checkpoint_faults as _faults
 from . import _checkpoint_tree as _tree
 from ._checkpoint_faults import CheckpointCorruptError as CheckpointCorruptError
@@ -240,7 +241,8 @@ def restore(directory: str | os.PathLike, target: Any = None) -> Any:
   names, empty = meta.get("names"), meta.get("empty", {})
   if target is None:
     return _tree.add_empty(_tree.unflatten(_read(ocp, path, None), names), empty)
-  lay = _tree.layout(_as_state(target, "restore's target"))
+  with overwriting():  # (only shapes, dtypes and shardings are read: the values are replaced)
+    lay = _tree.layout(_as_state(target, "restore's target"))
   _tree.check_compatible(lay, stored)
   restored = _tree.unflatten(_read(ocp, path, _tree.abstract_tree(lay, names)), names)
   new = _tree.rebuild(lay, _tree.add_empty(restored, empty))

@@ -22,6 +22,7 @@ from .._errors import GraphStructureError, StateMismatchError, flax_type_note
 from ..pytree import _view as _pytree_view
 from ..state._filters import Filter, to_predicate
 from ..state._state import FlatState, State, _flatten_into
+from ..tracing import _lost_updates
 from ..tracing._lost_updates import COPY_MARK, note_write
 from ..tracing._traces import current_trace
 from ..variables._hijax import HijaxVariable as _HijaxVariable
@@ -422,7 +423,9 @@ def update(node: Any, *states: State) -> None:
   Paths the graph lacks are added as new attributes when their parent exists
   (e.g. Intermediates produced by a functional call). As in flax.nnx, a value
   may have another shape or dtype than the one it replaces (e.g. parameters
-  stacked by ``jax.vmap``).
+  stacked by ``jax.vmap``). Over a module whose state update a JAX
+  transformation dropped, this is the recovery: a write, not a use of the stale
+  values, it ends the marks of the Variables it writes (the others stay marked).
 
   Args:
     node: a graph node.
@@ -430,6 +433,10 @@ def update(node: Any, *states: State) -> None:
 
   Raises:
     StateMismatchError: a path's parent is not in the graph.
+    LostUpdateError: ``states`` hold Variables that a dropped update left stale
+      (a State taken with ``nnx.state`` before the call shares the module's own
+      Variables): their values are the stale ones. Save values apart instead
+      (``nnx.state(model).to_pure_dict()``).
 
   Example:
     >>> import jax, nnx_eqx as nnx
@@ -439,19 +446,26 @@ def update(node: Any, *states: State) -> None:
     >>> float(model.kernel.value.sum())
     0.0
   """
-  w = walk(node, leaf_root=True)
+  if _lost_updates.PENDING or _lost_updates.STALE:  # (values of stale Variables are stale)
+    _lost_updates.check_sources(_variables_of(states))
+  with _lost_updates.overwriting():  # a write of whole values, not a use of stale ones
+    w = walk(node, leaf_root=True)
   if _is_root_leaf(w) and isinstance(w.slots[0], Variable):  # a split Variable
     new_leaf = _root_leaf_of(states)
     value = new_leaf._value if isinstance(new_leaf, Variable) else new_leaf
     w.slots[0].__dict__["_value"] = value
+    _lost_updates.written(w.slots)
     return
   index = w.path_index()
   added = False
+  overwritten: list | None = [] if _lost_updates.STALE else None  # (to end their marks)
   for path, leaf in _flat_of(states).items():
     i = index.get(path)
     new = leaf._value if isinstance(leaf, Variable) else leaf
     if i is not None:
       slot = w.slots[i]
+      if overwritten is not None:
+        overwritten.append(slot)
       if type(slot) is _HijaxVariable or type(leaf) is _HijaxVariable:
         added |= _update_hijax(slot, leaf)
         continue
@@ -470,6 +484,7 @@ def update(node: Any, *states: State) -> None:
     if parent is None and set_in_container(node, path, leaf):
       continue
     if parent is None:
+      _lost_updates.written(overwritten or ())
       raise StateMismatchError(
         f"update: path {_fmt(path)} is not in the graph and its parent"
         f" {_fmt(path[:-1])} is not a node of it. Fix: update with a State"
@@ -477,8 +492,15 @@ def update(node: Any, *states: State) -> None:
       )
     setattr(parent, path[-1], leaf.copy() if isinstance(leaf, Variable) else leaf)
     added = True
+  if overwritten:
+    _lost_updates.written(overwritten)
   if added:
     _version.bump()
+
+
+def _variables_of(states: tuple) -> list:
+  """The Variables ``states`` hold (States, nested dicts, or one FlatState)."""
+  return jax.tree.leaves(states, is_leaf=lambda x: isinstance(x, Variable))
 
 
 def _node_at(w: Walk, path: tuple):

@@ -57,7 +57,13 @@ This module makes the drop loud, on that original only:
    :func:`clear_lost_updates` accepts the values from before the call.
 
 Writes under ``jax.eval_shape`` / ``eqx.filter_eval_shape`` are exempt (shape
-evaluation discards all values).
+evaluation discards all values). Writing whole values over a stale module
+(``nnx.update``, a checkpoint restored into it) is a write, not a use: the walk
+of its target refuses nothing (:func:`overwriting`) and the marks of the
+Variables written end (:func:`written`). JAX's, Equinox's, the call wrappers' and
+this package's code are told from the user's by identity -- resolved package
+folders and JAX's code objects, see ``_frames`` -- so none of this depends on
+where anything is installed or what its folders are called.
 
 What cannot be told, and why:
 
@@ -99,10 +105,10 @@ copies are neither marked nor linked, and nothing is recorded.
 
 from __future__ import annotations
 
+import contextlib
 import dis
 import inspect
 import os
-import pathlib
 import sys
 import threading
 import weakref
@@ -111,6 +117,7 @@ from typing import Any
 import jax
 
 from .._errors import LostUpdateError
+from . import _frames
 from ._copy_links import COPY_MARK as COPY_MARK
 from ._copy_links import LINKS, forgetter, origin_of
 from ._traces import current_trace_object, in_transform, live_traces
@@ -153,24 +160,13 @@ _SWEPT: dict[int, int] = {}
 """``thread -> id of the trace`` where that thread's pending writes were last
 swept, none written since."""
 
-# the package's folder: as many levels up as this module's name is deep
-_HERE = str(pathlib.Path(os.path.abspath(__file__)).parents[__name__.count(".") - 1])
-_WRAPPERS = ("jaxtyping", "beartype", "typeguard")  # call wrappers: not where a write is made
-_SHAPE_EVALUATORS = frozenset({"eval_shape", "filter_eval_shape"})
 _RETURNS = frozenset(dis.opmap[n] for n in ("RETURN_VALUE", "RETURN_CONST") if n in dis.opmap)
 _MAX_FRAMES = 256  # frames searched for the one running a trace
 _MAX_DEPTH = 64  # transformations nested deeper are not followed
 _Tracer = jax.core.Tracer
 _ident = threading.get_ident
-
-
-def _under_shape_evaluation(frame: Any) -> bool:
-  while frame is not None:
-    code = frame.f_code
-    if code.co_name in _SHAPE_EVALUATORS and "nnx_eqx" not in code.co_filename:
-      return True
-    frame = frame.f_back
-  return False
+_USERS = 0  # (``_frames.kind`` of the user's code)
+_NOT_A_SITE = _frames.PACKAGE | _frames.WRAPPER  # (where a write is not made)
 
 
 def _name_in(obj: Any, var: Any, depth: int) -> str | None:
@@ -198,6 +194,7 @@ def _describe(var: Any, frame: Any, running: Any) -> str:
   shape = getattr(var.__dict__.get("_value"), "shape", None)
   owner = site = None
   f, seen, selves = frame, 0, True
+  _frames.refresh()
   while f is not None and seen < 64:  # the outermost ``self`` that holds it names it best
     obj = f.f_locals.get("self") if selves else None
     if obj is not None and obj is not var:
@@ -209,9 +206,8 @@ def _describe(var: Any, frame: Any, running: Any) -> str:
       # outside the trace, would leave a copy of its locals on it, which keeps
       # the temporaries of a loop there alive after it rebinds them)
       selves = False
-    file = f.f_code.co_filename
-    if site is None and not file.startswith(_HERE) and not any(w in file for w in _WRAPPERS):
-      site = f"{file}:{f.f_lineno}"
+    if site is None and not _frames.kind(f) & _NOT_A_SITE:
+      site = f"{f.f_code.co_filename}:{f.f_lineno}"
     f, seen = f.f_back, seen + 1
   text = f"{what}{'' if shape is None else f' of shape {tuple(shape)}'}"
   if owner is not None:
@@ -233,14 +229,10 @@ def _running(trace: Any, frame: Any) -> Any:
   return None
 
 
-_LIBRARIES = ("/jax/", "/jaxlib/", "/equinox/", *(f"/{w}/" for w in _WRAPPERS))
-
-
 def _in_library(frame: Any) -> bool:
   """Whether ``frame`` runs JAX, Equinox, a call wrapper or this package (not the
-  user's code that called a transformation)."""
-  file = frame.f_code.co_filename
-  return file.startswith(_HERE) or any(lib in file for lib in _LIBRARIES)
+  user's code that called a transformation), told by ``_frames.kind``."""
+  return _frames.kind(frame) != _USERS
 
 
 def _returned_to_caller(frame: Any) -> bool:
@@ -248,6 +240,7 @@ def _returned_to_caller(frame: Any) -> bool:
   code that called it: none of the library frames from ``frame`` outwards is on
   the calling thread's stack (until then they hold its arguments)."""
   stack = set()
+  _frames.refresh()
   f: Any = sys._getframe(1)
   while f is not None:
     stack.add(id(f))
@@ -264,6 +257,7 @@ def _release(frame: Any) -> None:
   """Clears the locals of ``frame`` and the finished library frames outwards of it,
   which a pending write kept: the arguments they held go with them."""
   f, seen = frame, 0
+  _frames.refresh()
   while f is not None and seen < _MAX_FRAMES and (seen == 0 or _in_library(f)):
     try:
       f.clear()
@@ -320,7 +314,7 @@ def note_write(var: Any) -> None:
   if key in PENDING or not WATCHING[0]:
     return
   frame = sys._getframe(2)
-  if _under_shape_evaluation(frame):
+  if _frames.under_shape_evaluation(frame):
     return
   trace = current_trace_object()
   running = None if trace is None else _running(trace, frame)
@@ -473,17 +467,68 @@ def check_flattened(variables: Any) -> None:
     carried(variables)
     _settle()
   if STALE:
-    found: list[tuple] = []
+    found = _stale_among(variables)
+    if found:
+      _raise(*found)
+
+
+def _stale_among(variables: Any) -> list[tuple]:
+  """The stale entries of ``variables``, each once."""
+  found: list[tuple] = []
+  for v in variables:
+    if id(v) in STALE:
+      e = _stale_entry(v)
+      if e is not None and all(f is not e for f in found):
+        found.append(e)
+  return found
+
+
+_OVERWRITING = threading.local()
+"""``.depth``: how many :func:`overwriting` blocks this thread is in."""
+
+
+@contextlib.contextmanager
+def overwriting() -> Any:
+  """Within it, this thread reads the graph it is about to write whole values
+  over (``nnx.update``'s target, a checkpoint restored into a module) without
+  refusing its stale Variables: that write is the recovery from a dropped
+  update, not a use of the stale values. Pending writes settle as usual; the
+  marks end only for the Variables :func:`written` is given."""
+  depth = getattr(_OVERWRITING, "depth", 0)
+  _OVERWRITING.depth = depth + 1
+  try:
+    yield
+  finally:
+    _OVERWRITING.depth = depth
+
+
+def refusing() -> bool:
+  """Whether a stale Variable read now raises (outside :func:`overwriting`)."""
+  return not getattr(_OVERWRITING, "depth", 0)
+
+
+def written(variables: Any) -> None:
+  """Whole values were written over ``variables`` (``nnx.update``, a restore):
+  their stale marks end, even where the value written is the one they held."""
+  if STALE:
     for v in variables:
-      if id(v) in STALE:
-        e = _stale_entry(v)
-        if e is not None and all(f is not e for f in found):
-          found.append(e)
+      STALE.pop(id(v), None)
+
+
+def check_sources(variables: Any) -> None:
+  """Raises :class:`LostUpdateError` if one of ``variables``, whose values are
+  about to be written elsewhere, is stale (the copy would hold stale values)."""
+  if PENDING:
+    _settle()
+  if STALE:
+    found = _stale_among(variables)
     if found:
       _raise(*found)
 
 
 def _raise(*entries: tuple) -> None:
+  if not refusing():
+    return
   for e in entries:
     e[3][0] = True
   listing = "\n".join(f"  - {e[2]}" for e in entries)
@@ -505,8 +550,13 @@ def _raise(*entries: tuple) -> None:
     " Ref-backed state table in docs/guides/performance.md for its cost per call);\n"
     "  4. if the update is not wanted (evaluation), switch the layers off first:"
     " `model.eval()` or `eqx.nn.inference_mode(model)`.\n"
-    "Then call `nnx.clear_lost_updates(model)` to go on from the values before the"
-    " dropped call (or build the module again), and run the fixed call."
+    "Then recover the module, one of: write values saved apart from it over it,"
+    " `nnx.update(model, saved)` (e.g. `saved = nnx.state(model).to_pure_dict()` taken"
+    " before; a State from nnx.state or nnx.split holds the module's own Variables, so"
+    " it holds the stale values too) or `nnx.checkpoint.restore(path, model)`, which"
+    " ends the marks of the Variables written; build it again with"
+    " `nnx.merge(graphdef, saved)`; or call `nnx.clear_lost_updates(model)` to go on"
+    " from the values before the dropped call. Then run the fixed call."
   )
 
 

@@ -161,12 +161,36 @@ def check_trace(owner_trace, what: str, detail: str = "") -> None:
     )
 
 
+def _trace_types() -> dict:
+  """``JAX's trace class -> the transformation it traces``, for the classes this
+  jax has (told by identity: a trace of another class gets no hint)."""
+  found: dict = {}
+  try:
+    from jax._src.interpreters import ad, batching
+    from jax._src.interpreters import partial_eval as pe
+  except ImportError:  # another jax
+    return found
+  for module, name, kind in (
+    (batching, "BatchTrace", "vmap"),  # jax.vmap / eqx.filter_vmap
+    (ad, "JVPTrace", "grad"),  # jax.grad / jax.jvp
+    (ad, "LinearizeTrace", "grad"),
+    (pe, "DynamicJaxprTrace", "jit"),  # jax.jit, lax control flow, jax.checkpoint
+  ):
+    cls = getattr(module, name, None)
+    if isinstance(cls, type):
+      found[cls] = kind
+  return found
+
+
+_TRACE_TYPES = _trace_types()
+
+
 def lifted_hint() -> str:
   """The lifted-transform call that replaces the plain JAX transformation now
   tracing, as a sentence (empty where it cannot be told)."""
   t = current_trace_object()
-  kind = type(t).__name__
-  if kind == "BatchTrace":  # jax.vmap / eqx.filter_vmap
+  kind = _TRACE_TYPES.get(type(t))
+  if kind == "vmap":
     axis = getattr(getattr(t, "axis_data", None), "name", None)
     named = f", axis_name={axis!r}" if isinstance(axis, str) else ""
     return (
@@ -175,12 +199,12 @@ def lifted_hint() -> str:
       " out_axes=(0, None))` idiom): `y = nnx.vmap(lambda m, x: m(x), in_axes=(None, 0)"
       f"{named})(model, x)`."
     )
-  if kind in ("JVPTrace", "LinearizeTrace"):  # jax.grad / jax.jvp
+  if kind == "grad":
     return (
       " Under jax.grad, differentiate with nnx.grad, which writes the state back:"
       " `grads = nnx.grad(lambda m, x: loss(m(x)))(model, x)`."
     )
-  if kind == "DynamicJaxprTrace":  # jax.jit, lax control flow, jax.checkpoint
+  if kind == "jit":
     return (
       " Under jax.jit, compile with nnx.jit, which writes the state back:"
       " `y = nnx.jit(lambda m, x: m(x))(model, x)`."

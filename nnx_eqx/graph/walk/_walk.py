@@ -640,7 +640,8 @@ def walk(root: Any, leaf_root: bool = False) -> Walk:
     epoch = _lost_updates.STALE_EPOCH[0]
     if _lost_updates.PENDING or w.checked != epoch:
       _lost_updates.check_flattened(w.slots)
-      w.checked = epoch
+      if _lost_updates.refusing():  # (else nothing was refused: not found clean)
+        w.checked = epoch
     return w
   return _walk(root, leaf_root)
 
