@@ -3,7 +3,9 @@
 ``tests/fixtures/pickles-0.1.0.pkl`` was written by nnx_eqx 0.1.0 (its private module paths:
 ``nnx_eqx.graph._variables``, ``nnx_eqx.graph._graphdef``, ``nnx_eqx.bridge._layers``, ...)
 with ``tests/fixtures/make_pickles.py``. Every object in it must load and give the arrays
-recorded when it was written.
+recorded when it was written, within the tolerance policy: those came from the machine that
+wrote the fixture, and another CPU may generate other code for the same program (1 ulp apart
+on an Intel Xeon against the AMD EPYC that wrote it).
 """
 
 import io
@@ -14,7 +16,7 @@ import jax
 import pytest
 from fixtures.make_pickles import as_numpy, build
 
-from nnx_eqx.testing import assert_trees_equal
+from nnx_eqx.testing import assert_trees_close
 
 FIXTURES = sorted(pathlib.Path(__file__).parent.joinpath("fixtures").glob("pickles-*.pkl"))
 
@@ -43,8 +45,9 @@ def test_saved_objects_load_and_compute_the_same(path):
   assert set(saved["objects"]) == set(runs), "make_pickles.build() and the fixture disagree"
   for name, blob in saved["objects"].items():
     got = as_numpy(runs[name](pickle.loads(blob)))
-    # the same operations on the same values, on the same backend: bitwise
-    assert_trees_equal(got, saved["expected"][name])
+    # the same program on the same values, but compiled for another CPU when the
+    # fixture was written: equal within the policy, not bitwise
+    assert_trees_close(got, saved["expected"][name])
 
 
 def _names_in(blobs):
