@@ -45,7 +45,7 @@ import numpy as np
 from jax.sharding import SingleDeviceSharding
 
 from .._extras import require
-from ..graph._errors import NnxError
+from ..graph._errors import NnxError, refuse_other_library
 from ..graph.api._functional import is_graph_node, update
 from ..graph.api._functional import state as _state
 from ..graph.state._state import State
@@ -97,6 +97,8 @@ def save(directory: str | os.PathLike, target: Any, *, force: bool = False) -> p
     CheckpointExistsError: ``directory`` exists and ``force`` is False.
     CheckpointMismatchError: two paths would be stored under one name, or
       there is no non-empty array to save.
+    WrongLibraryError: ``target`` is an ``eqx.Module`` (convert it with
+      ``nnx.from_eqx``, or save it with ``eqx.tree_serialise_leaves``).
     TypeError: ``target`` is not a Module/State, or holds abstract or
       non-array leaves (the path is named).
 
@@ -107,6 +109,7 @@ def save(directory: str | os.PathLike, target: Any, *, force: bool = False) -> p
     >>> path.name
     'ckpt'
   """
+  refuse_other_library("nnx.checkpoint.save", target, arg="target")
   ocp = _orbax()
   path = pathlib.Path(directory).absolute()
   if path.exists() and not force:
@@ -222,6 +225,8 @@ def restore(directory: str | os.PathLike, target: Any = None) -> Any:
       garbled or missing (the file is named); ``target`` is left unchanged.
     CheckpointMismatchError: the checkpoint's paths, shapes or dtypes differ
       from the target's (every difference is named).
+    WrongLibraryError: ``target`` is an ``eqx.Module`` (convert it with
+      ``nnx.from_eqx``).
     TypeError: ``target`` is not a Module/State/None.
 
   Example:
@@ -232,6 +237,7 @@ def restore(directory: str | os.PathLike, target: Any = None) -> Any:
     >>> bool((model.kernel.value == nnx.Linear(2, 3, rngs=nnx.Rngs(0)).kernel.value).all())
     True
   """
+  refuse_other_library("nnx.checkpoint.restore", target, arg="target")
   ocp = _orbax()
   path = pathlib.Path(directory).absolute()
   if not path.is_dir():
