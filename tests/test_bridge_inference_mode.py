@@ -216,7 +216,7 @@ def test_switching_retraces_once_and_switching_back_hits_the_cache(transform):
   y_train = f(e, X, _copy(s))
   y_inf = f(eqx.nn.inference_mode(e), X, _copy(s))
   assert counter.count == 2
-  assert_trees_equal(y_inf, jax.jit(lambda m: _copy(m)(X))(_eval_net()))
+  assert_trees_close(y_inf, jax.jit(lambda m: _copy(m)(X))(_eval_net()))  # another program
   y_back = f(eqx.nn.inference_mode(eqx.nn.inference_mode(e), False), X, _copy(s))
   assert_trees_equal(f(eqx.nn.inference_mode(e), X, _copy(s)), y_inf)
   assert counter.count == 2
