@@ -46,6 +46,7 @@ from .graph import LostUpdateError as LostUpdateError
 from .graph import clear_lost_updates as clear_lost_updates
 from .graph import set_lost_update_watch as set_lost_update_watch
 from .graph import ModeFlagError as ModeFlagError
+from .graph import WrongLibraryError as WrongLibraryError
 from .graph import PytreeDepthError as PytreeDepthError
 from .graph import SharedReferenceError as SharedReferenceError
 from .graph import set_metadata as set_metadata

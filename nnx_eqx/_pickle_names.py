@@ -210,6 +210,7 @@ INTERNAL: dict[str, tuple[str, ...]] = {
   "nnx_eqx.graph.walk._graphdef": ("_graphdef_from_flat", "_seed_of"),
   "nnx_eqx.graph.walk._walk": ("_stale_walk",),
   "nnx_eqx.graph.pytree._view": ("NodeDef",),
+  "nnx_eqx.graph.pytree._flags": ("Mode",),
   "nnx_eqx.graph.variables._hijax": ("to_hijax",),
   "nnx_eqx.nn._common": ("promote_dtype",),
   "nnx_eqx.bridge.convert._generic": ("nnx_class",),

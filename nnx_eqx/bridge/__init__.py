@@ -32,6 +32,7 @@ from ._errors import MissingStateError as MissingStateError
 from ._errors import SharedConversionError as SharedConversionError
 from ._errors import StatefulModuleError as StatefulModuleError
 from ._errors import UnconvertibleFieldError as UnconvertibleFieldError
+from ._errors import UnboundAxisError as UnboundAxisError
 from .layers._eqx_layers import KernelLinear as KernelLinear
 from .convert._generic import EqxModule as EqxModule
 from .layers._layers import MLP as MLP

@@ -186,6 +186,34 @@ class ExampleShapeError(_LayerPathError, BridgeError, InputShapeError):
     )
 
 
+class UnboundAxisError(_LayerPathError, BridgeError, NameError):
+  """A layer converted from Equinox that averages over a batch axis (``BatchNorm``,
+  whose ``axis_name`` names a ``jax.vmap`` axis) was called in training mode outside
+  a map over the batch with that axis name, where JAX's collective raises ``NameError:
+  Found an unbound axis name``. The message names the layer, its ``axis_name`` and the
+  mapped call: ``nnx.vmap(lambda m, x: m(x), in_axes=(None, 0), axis_name=...)`` on the
+  NNX side, ``jax.vmap(model, axis_name=..., in_axes=(0, None), out_axes=(0, None))``
+  on the Equinox side. In inference mode no axis is needed.
+  """
+
+  def __init__(self, layer: str, axis_name: Any, path: tuple = ()):
+    self.layer, self.axis_name, self.path = layer, axis_name, tuple(path)
+    super().__init__(self._message())
+
+  def _message(self) -> str:
+    where = f" at {fmt_path(self.path)}" if self.path else ""
+    a = repr(self.axis_name)
+    return (
+      f"{self.layer}{where}: it averages its batch statistics over the vmap axis"
+      f" axis_name={a}, which is not bound here (the layer runs on one example, and the"
+      " batch is the axis a map over it names). Fix: call it mapped over the batch with"
+      f" that axis name, `nnx.vmap(lambda m, x: m(x), in_axes=(None, 0), axis_name={a})"
+      "(model, x)` (the statistics are written back), or, for its Equinox form,"
+      f" `jax.vmap(model, axis_name={a}, in_axes=(0, None), out_axes=(0, None))(x, state)`;"
+      " in inference mode (model.eval(), eqx.nn.inference_mode) it needs no axis."
+    )
+
+
 class ExplicitShardingError(_LayerPathError, BridgeError, ShardingError):
   """JAX refused to shard the equations of a layer converted from Equinox
   (``jax``'s ``ShardingTypeError``, chained as ``__cause__``), e.g. ``Contracting

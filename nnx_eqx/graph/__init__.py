@@ -13,6 +13,7 @@ from ._errors import FilterError as FilterError
 from ._errors import GraphStructureError as GraphStructureError
 from ._errors import LostUpdateError as LostUpdateError
 from ._errors import ModeFlagError as ModeFlagError
+from ._errors import WrongLibraryError as WrongLibraryError
 from ._errors import PytreeDepthError as PytreeDepthError
 from ._errors import ImmutableError as ImmutableError
 from ._errors import NnxError as NnxError

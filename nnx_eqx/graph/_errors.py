@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import sys
 
+import equinox
+
 
 class NnxError(Exception):
   """Base class of every exception raised by nnx_eqx."""
@@ -201,6 +203,88 @@ class ModeFlagError(NnxError, TypeError):
   """A tracer (or anything but a bool or None) was put where a Module's mode
   (``module.inference``) goes: a mode decides which program is traced, so it
   must be a Python bool."""
+
+
+class WrongLibraryError(GraphStructureError, TypeError):
+  """A module of another library (an ``eqx.Module``, a flax.nnx Module) was passed
+  where nnx_eqx takes an NNX module or State: the graph API would find no Variables
+  in it (an empty State, an optimizer over nothing). The message names the argument,
+  its type and the fix, ``nnx.from_eqx(...)`` (or ``nnx.from_flax(...)``)."""
+
+
+_EQX_MODULE = equinox.Module
+
+
+def is_equinox_module(obj: object) -> bool:
+  """Whether ``obj`` is an ``equinox.Module`` (recognised by the class itself)."""
+  return _EQX_MODULE in type(obj).__mro__
+
+
+def equinox_note(obj: object, arg: str, api: str) -> str:
+  """The message of :class:`WrongLibraryError` for ``obj`` passed as ``arg`` to ``api``."""
+  cls = type(obj)
+  if arg.startswith("states"):
+    expected, fix = "a State", "pass the State of an NNX module (`nnx.state(nnx.from_eqx(model))`)"
+  else:
+    expected, fix = "an NNX module", f"convert it with `nnx.from_eqx({arg})`"
+  return (
+    f"{api}: `{arg}` is {public_name(cls)}, an Equinox module, where {expected}"
+    " was expected (the two libraries' modules are distinct: nnx_eqx sees no Variables in"
+    f" an eqx.Module, so it would get an empty State and train nothing). Fix: {fix}"
+    " (`nnx.from_eqx(model, state)` with its eqx.nn.State), or keep it in Equinox and use"
+    " Equinox's API on it (eqx.partition, eqx.filter_jit, eqx.filter_grad)."
+  )
+
+
+_NO_NODE = object()
+
+
+def _flax_module_type() -> type | None:
+  """flax.nnx's ``Module`` class if flax.nnx was imported (flax is optional: an object
+  of it exists only then), else None."""
+  fnnx = sys.modules.get("flax.nnx")
+  return getattr(fnnx, "Module", None) if fnnx is not None else None
+
+
+def _refusal(obj: object, arg: str, api: str) -> str | None:
+  mro = type(obj).__mro__
+  if _EQX_MODULE in mro:
+    return equinox_note(obj, arg, api)
+  flax_module = _flax_module_type()
+  if flax_module is not None and flax_module in mro:
+    return f"{api}: `{arg}`: " + (flax_type_note(obj, "an nnx_eqx Module") or "")
+  return None
+
+
+def refuse_other_library(
+  api: str, node: object = _NO_NODE, states: tuple = (), arg: str = "node"
+) -> None:
+  """Raises if the module argument ``node`` (named ``arg``) or one of the State
+  arguments ``states`` of the public function ``api`` is a module of the other
+  libraries: an ``eqx.Module``, or (``node`` only) a flax.nnx Module. The one check
+  every entry point taking NNX modules or States makes, once, at its top; both are
+  recognised by their classes. An ``eqx.Module`` held *inside* an NNX module is a
+  pytree like any other, and is not refused.
+
+  Raises:
+    WrongLibraryError: naming the argument, the type and the fix (``nnx.from_eqx``,
+      or ``nnx.from_flax``).
+
+  Example:
+    >>> import equinox as eqx, jax, nnx_eqx as nnx
+    >>> from nnx_eqx.graph._errors import refuse_other_library
+    >>> refuse_other_library("nnx.state", eqx.nn.Linear(2, 2, key=jax.random.key(0)))
+    Traceback (most recent call last):
+    ...
+    nnx_eqx.WrongLibraryError: nnx.state: `node` is equinox.nn.Linear, an Equinox module, ...
+  """
+  if node is not _NO_NODE:
+    note = _refusal(node, arg, api)
+    if note is not None:
+      raise WrongLibraryError(note)
+  for i, s in enumerate(states):
+    if _EQX_MODULE in type(s).__mro__:
+      raise WrongLibraryError(equinox_note(s, f"states[{i}]", api))
 
 
 def fmt_path(path: tuple) -> str:

@@ -24,6 +24,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from ..graph._errors import refuse_other_library
 from ..graph.api._functional import is_graph_node, walk
 from ..graph.variables._variables import Variable
 from ..module._module import Module
@@ -414,6 +415,7 @@ def tabulate(
     The table as a string (print it).
 
   Raises:
+    WrongLibraryError: if ``model`` is an ``eqx.Module`` (convert it with ``nnx.from_eqx``).
     GraphStructureError: if ``model`` is not a Module or graph node.
 
   Example:
@@ -425,6 +427,7 @@ def tabulate(
     >>> "Total Parameters: 10 (40 B)" in table
     True
   """
+  refuse_other_library("nnx.tabulate", model, arg="model")
   called = bool(inputs or kwargs)
   if called:
     calls = record_calls(model, inputs, kwargs, flops=compute_flops, vjp_flops=compute_vjp_flops)

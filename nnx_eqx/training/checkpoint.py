@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import tempfile
 from typing import Any
 
 import equinox as eqx
@@ -45,7 +46,7 @@ import numpy as np
 from jax.sharding import SingleDeviceSharding
 
 from .._extras import require
-from ..graph._errors import NnxError
+from ..graph._errors import NnxError, refuse_other_library
 from ..graph.api._functional import is_graph_node, update
 from ..graph.api._functional import state as _state
 from ..graph.state._state import State
@@ -64,6 +65,35 @@ class CheckpointNotFoundError(NnxError, FileNotFoundError):
 
 class CheckpointExistsError(NnxError, FileExistsError):
   """:func:`save` would overwrite an existing checkpoint without ``force=True``."""
+
+
+class CheckpointPathError(NnxError, OSError):
+  """:func:`save` was given a directory it cannot write: its parent cannot be made
+  (a path under ``/proc``, a file where a folder is needed) or is not writable
+  (a read-only folder or file system). Raised before orbax starts, whose own
+  failure there leaves the process waiting minutes at exit."""
+
+
+def _check_writable(path: pathlib.Path) -> None:
+  """Makes ``path``'s parent (as orbax would) and writes a probe file in it.
+
+  Raises:
+    CheckpointPathError: naming ``path``, the folder that failed and why.
+  """
+  parent = path.parent
+  try:
+    parent.mkdir(parents=True, exist_ok=True)
+    fd, probe = tempfile.mkstemp(dir=parent, prefix=".nnx_eqx-write-check-")
+  except OSError as e:
+    reason = e.strerror or type(e).__name__
+    where = f" ({e.filename})" if getattr(e, "filename", None) else ""
+    raise CheckpointPathError(
+      f"save: cannot write a checkpoint at {path}: its folder {parent} cannot be made or"
+      f" written: {reason}{where}. Fix: pass a directory under a folder you can write"
+      " (e.g. `tempfile.mkdtemp()` or one in your home or project folder)."
+    ) from None
+  os.close(fd)
+  os.unlink(probe)
 
 
 def _orbax():
@@ -96,8 +126,12 @@ def save(directory: str | os.PathLike, target: Any, *, force: bool = False) -> p
 
   Raises:
     CheckpointExistsError: ``directory`` exists and ``force`` is False.
+    CheckpointPathError: ``directory``'s parent cannot be made or written (checked
+      before orbax starts).
     CheckpointMismatchError: two paths would be stored under one name, or
       there is no non-empty array to save.
+    WrongLibraryError: ``target`` is an ``eqx.Module`` (convert it with
+      ``nnx.from_eqx``, or save it with ``eqx.tree_serialise_leaves``).
     TypeError: ``target`` is not a Module/State, or holds abstract or
       non-array leaves (the path is named).
 
@@ -108,6 +142,7 @@ def save(directory: str | os.PathLike, target: Any, *, force: bool = False) -> p
     >>> path.name
     'ckpt'
   """
+  refuse_other_library("nnx.checkpoint.save", target, arg="target")
   ocp = _orbax()
   path = pathlib.Path(directory).absolute()
   if path.exists() and not force:
@@ -115,6 +150,7 @@ def save(directory: str | os.PathLike, target: Any, *, force: bool = False) -> p
       f"save: {path} already exists. Fix: pass force=True to overwrite it, or"
       " choose a new directory (e.g. one per step)."
     )
+  _check_writable(path)
   tree, meta = _tree.saveable_tree(_tree.layout(_as_state(target, "save's target")))
   with ocp.StandardCheckpointer() as ckptr:
     ckptr.save(path, tree, force=force, custom_metadata={_META_KEY: meta})
@@ -223,6 +259,8 @@ def restore(directory: str | os.PathLike, target: Any = None) -> Any:
       garbled or missing (the file is named); ``target`` is left unchanged.
     CheckpointMismatchError: the checkpoint's paths, shapes or dtypes differ
       from the target's (every difference is named).
+    WrongLibraryError: ``target`` is an ``eqx.Module`` (convert it with
+      ``nnx.from_eqx``).
     TypeError: ``target`` is not a Module/State/None.
 
   Example:
@@ -233,6 +271,7 @@ def restore(directory: str | os.PathLike, target: Any = None) -> Any:
     >>> bool((model.kernel.value == nnx.Linear(2, 3, rngs=nnx.Rngs(0)).kernel.value).all())
     True
   """
+  refuse_other_library("nnx.checkpoint.restore", target, arg="target")
   ocp = _orbax()
   path = pathlib.Path(directory).absolute()
   if not path.is_dir():

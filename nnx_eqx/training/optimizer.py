@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from ..graph._errors import StateMismatchError
+from ..graph._errors import StateMismatchError, refuse_other_library
 from ..graph.api import _functional as _graph
 from ..graph.api._graph_state import GraphState
 from ..graph.state._filters import Filter, filter_name
@@ -199,6 +199,8 @@ class Optimizer(Module):
   Variables and ``update`` writes their new values back into the model.
 
   Raises:
+    WrongLibraryError: if ``model`` is an ``eqx.Module`` (convert it with
+      ``nnx.from_eqx``: an optimizer over it would hold no parameters).
     StateMismatchError: from ``update``, if the gradients lack a selected path.
     SharedReferenceError: in tree mode (``graph=False``), at construction and in
       ``update``, if the model holds one Variable at two paths.
@@ -228,6 +230,7 @@ class Optimizer(Module):
     wrt: Filter = Param,
     graph: bool | None = None,
   ):
+    refuse_other_library("nnx.Optimizer", model, arg="model")
     self.graph = graph
     self.step = OptState(jnp.array(0, dtype=jnp.uint32))
     self.tx = tx
@@ -266,6 +269,7 @@ class Optimizer(Module):
       ``grads`` is a State, else nested dicts.
 
     Raises:
+      WrongLibraryError: if ``model`` is an ``eqx.Module``.
       StateMismatchError: if ``grads`` lacks a path of the optimized Variables
         (the paths are named), or is not a State or dict.
 
@@ -281,6 +285,7 @@ class Optimizer(Module):
       >>> bool((model.kernel.value == before + updates["kernel"]).all())   # applied
       True
     """
+    refuse_other_library("Optimizer.update", model, arg="model")
     self._check_tree_mode(model)
     flat = _graph.variables(model, self.wrt).to_flat_dict()
     gflat = _flat_grads(grads)

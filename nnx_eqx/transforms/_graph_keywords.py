@@ -15,6 +15,7 @@ from typing import Any
 
 import jax
 
+from ..graph._errors import refuse_other_library
 from ..graph.api import _functional as _graph
 from ..graph.api import _module_iter
 from ..graph.api._graph_state import as_states, unbundle
@@ -66,6 +67,7 @@ def _takes_prefixes(fn: Any) -> bool:
 
 def _clone(node: Any, variables: bool = True, *, graph: bool = True, arrays: bool = False) -> Any:
   """``clone`` that also copies plain pytrees of Variables (e.g. States)."""
+  refuse_other_library("nnx.clone", node)
   if _graph.is_node(node) or isinstance(node, list | dict):
     return _graph.clone(node, variables, graph=graph, arrays=arrays)
   if not variables:

@@ -25,6 +25,7 @@ import equinox as eqx
 import jax.tree_util as jtu
 
 from ...graph.api._functional import StaticValue, is_graph_node
+from ...graph.pytree._flags import mode_attrs
 from ...graph.tracing._traces import current_trace
 from ...graph.variables._variables import Variable
 from ...graph.walk._links import path_of
@@ -36,6 +37,7 @@ from ..walk._context import FromEqxContext, build_eqx, impl_of
 from ..walk._eqx_state import is_index
 from ..walk._iter import any_leaf, fold
 from ..walk._to_eqx import ToEqxContext
+from . import _modes
 from ._pickling import made_class
 from ._static import StaticField, box, is_hashable
 
@@ -88,29 +90,38 @@ def _members(nnx_type: type):
   return seen.items()
 
 
-def bridged_class(nnx_type: type, dynamic: tuple, static: tuple, boxed: tuple = ()) -> type:
+def bridged_class(
+  nnx_type: type, dynamic: tuple, static: tuple, boxed: tuple = (), modes: tuple = ()
+) -> type:
   """The (cached) Equinox class for an NNX class with this attribute layout;
-  the static fields named in ``boxed`` hold unhashable values (see ``_static``)."""
-  key = (nnx_type, dynamic, static, boxed)
+  the static fields named in ``boxed`` hold unhashable values (see ``_static``),
+  and the mode attributes ``modes`` make an ``inference`` field (see ``_modes``)."""
+  key = (nnx_type, dynamic, static, boxed, modes) if modes else (nnx_type, dynamic, static, boxed)
   cls = _CLASSES.get(key)
   if cls is not None:
     return cls
+  mode_fields = (_modes.FIELD, _modes.BASE) if modes else ()
   ns: dict[str, Any] = {
     "__annotations__": {
       **{k: Any for k in dynamic},
+      **({_modes.FIELD: Any} if modes else {}),
       **{k: Any for k in static},
+      **({_modes.BASE: Any} if modes else {}),
       "_nnx_spec": Any,
       "_nnx_meta": Any,
     },
     "_nnx_spec": eqx.field(static=True),
     "_nnx_meta": eqx.field(static=True),
     **{k: eqx.field(static=True) for k in static},
+    **({_modes.BASE: eqx.field(static=True), "_nnx_mode_names": modes} if modes else {}),
     "nnx_type": nnx_type,
     "__module__": nnx_type.__module__,
     "__qualname__": nnx_type.__qualname__,
     "__doc__": f"Equinox form of the NNX module {nnx_type.__qualname__} (see nnx.to_eqx).",
   }
   for name, attr in _members(nnx_type):
+    if name in mode_fields or name in modes:
+      continue
     if isinstance(attr, property):
       ns[name] = _wrap_property(name)
     elif callable(attr) and not isinstance(attr, (staticmethod, classmethod, type)):
@@ -118,6 +129,8 @@ def bridged_class(nnx_type: type, dynamic: tuple, static: tuple, boxed: tuple = 
   cls = made_class(bridged_class, key, nnx_type.__name__, NnxModule, ns)
   for k in boxed:  # after the dataclass transform, which would take it for a default
     setattr(cls, k, StaticField(k))
+  if modes:
+    _modes.install(cls, modes)
   _CLASSES[key] = cls
   return cls
 
@@ -208,11 +221,14 @@ def bridged_from_nnx(module: Any, ctx: ToEqxContext) -> NnxModule:
     values = [ctx.convert(v, ctx.path + (k,)) for k, v in items]
     items_spec = (("items", ("seq", list, tuple(_spec(v) for _, v in items))),)
     return build_eqx(cls, items=values, _nnx_spec=items_spec, _nnx_meta=meta)
+  modes = mode_attrs(module) or ()
+  base = tuple((k, v) for k, v in items if k in modes)
+  items = [(k, v) for k, v in items if k not in modes]
   dynamic = tuple(k for k, v in items if _dynamic(v))
   static = tuple(k for k, v in items if not _dynamic(v))
   boxed = tuple(k for k, v in items if k in static and not is_hashable(v))
-  cls = bridged_class(type(module), dynamic, static, boxed)
-  fields = {}
+  cls = bridged_class(type(module), dynamic, static, boxed, tuple(k for k, _ in base))
+  fields = _modes.fields(base) if base else {}
   spec: list = []
   for k, v in items:
     if k in dynamic:
@@ -294,8 +310,9 @@ def bridged_to_nnx(b: NnxModule, ctx: FromEqxContext) -> Any:
     values = _rebuild(ctx, getattr(b, "items"), spec["items"], path)
     children = list(enumerate(values))
   else:
+    modes = getattr(type(b), "_nnx_mode_names", ())
     for name in [*type(b).__annotations__]:
-      if name in ("_nnx_spec", "_nnx_meta"):
+      if name in ("_nnx_spec", "_nnx_meta") or (modes and name in (_modes.FIELD, _modes.BASE)):
         continue
       value = getattr(b, name)
       if name in spec:
@@ -304,7 +321,11 @@ def bridged_to_nnx(b: NnxModule, ctx: FromEqxContext) -> Any:
         )
       else:
         children.append((name, value))
+    if modes:
+      children.extend(b.__dict__[_modes.BASE])
   impl.set_children(obj, children)
+  if modes:
+    _modes.rebuild(b, obj)
   return obj
 
 

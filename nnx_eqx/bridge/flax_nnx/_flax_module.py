@@ -201,6 +201,10 @@ class FlaxModule(Module):
     if not filters:
       self._mirror(attributes)
 
+  def _nnx_set_mode(self, value: bool | None) -> None:
+    # ``eqx.nn.inference_mode`` on this module or its Equinox form (graph.pytree._flags)
+    self.set_attributes(raise_if_not_found=False, **dict.fromkeys(FLAGS, value))
+
   def train(self, **attributes: Any) -> None:
     """flax.nnx's ``train`` on the held Module (``deterministic=False``, ...)."""
     obj, before = self._merged()

@@ -25,7 +25,7 @@ from ...module._module import Module
 from ...module._pytree import Data
 from ...module._rngs import Rngs, RngStream
 from ...nn._common import read
-from .._errors import ExampleShapeError, ExplicitShardingError, MissingKeyError
+from .._errors import ExampleShapeError, ExplicitShardingError, MissingKeyError, UnboundAxisError
 from ..convert._random import draw_key, dropout_active, resolve_inference
 from ._sharding import sharding_errors
 
@@ -406,7 +406,7 @@ class Sequential(Module):
             state = state if state is NO_STATE else new_state
           else:
             x = layer(x, **kw)
-        except (MissingKeyError, ExampleShapeError, ExplicitShardingError) as err:
+        except (MissingKeyError, ExampleShapeError, ExplicitShardingError, UnboundAxisError) as err:
           err.add_parent("layers", i)
           raise
       return x if state is NO_STATE else (x, state)

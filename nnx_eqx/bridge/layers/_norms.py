@@ -12,7 +12,7 @@ from ...graph.variables._variables import BatchStat, Param
 from ...module._module import Module
 from ...module._pytree import Data
 from ...nn._common import read
-from .._errors import ExampleShapeError
+from .._errors import ExampleShapeError, UnboundAxisError
 from ..convert._generic import check_placeholder
 from ._layers import NO_STATE, check_example, equinox_name
 
@@ -120,6 +120,19 @@ class RMSNorm(Module):
       return _out(_affine(self, out, dtype).astype(orig), state, "RMSNorm")
 
 
+def _batch_stats(stats: Any, x: jax.Array, axis_name: Any) -> Any:
+  """``jax.vmap(stats)(x)``: the batch statistics, averaged over ``axis_name``.
+
+  Raises:
+    UnboundAxisError: outside a map with that axis (JAX's ``NameError`` from the
+      collective, raised while tracing: a call that works pays nothing).
+  """
+  try:
+    return jax.vmap(stats)(x)
+  except NameError:  # (``stats`` names nothing but the axis)
+    raise UnboundAxisError("nnx.bridge.BatchNorm (from eqx.nn.BatchNorm)", axis_name) from None
+
+
 class BatchNorm(Module):
   """``eqx.nn.BatchNorm``: normalises over a named batch axis (``axis_name``).
 
@@ -204,7 +217,7 @@ class BatchNorm(Module):
         else:
           first = self.first_time.value
           self.first_time.value = jnp.array(False)
-          batch_mean, batch_var = jax.vmap(stats)(x)
+          batch_mean, batch_var = _batch_stats(stats, x, axis_name)
           mom = self.momentum
           mean = (1 - mom) * batch_mean + mom * self.mean.value
           var = (1 - mom) * batch_var + mom * self.var.value
@@ -217,7 +230,7 @@ class BatchNorm(Module):
           scale = jnp.where(counter == 0, 1, 1 - self.momentum**counter)
           mean, var = self.mean.value / scale, self.var.value / scale
         else:
-          mean, var = jax.vmap(stats)(x)
+          mean, var = _batch_stats(stats, x, axis_name)
           mom = self.momentum
           self.counter.value = counter + 1
           new_mean = self.mean.value * mom + mean * (1 - mom)

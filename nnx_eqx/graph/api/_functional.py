@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _version
-from .._errors import GraphStructureError, StateMismatchError, flax_type_note
+from .._errors import GraphStructureError, StateMismatchError, flax_type_note, refuse_other_library
 from ..pytree import _view as _pytree_view
 from ..state._filters import Filter, to_predicate
 from ..state._state import FlatState, State, _flatten_into
@@ -101,7 +101,9 @@ def _dict_at(link, dicts: dict) -> dict:
 
 
 def _walk_for(node: Any, graph: bool, fn_name: str) -> Walk:
-  """The walk of ``node`` (a leaf root allowed), checked for tree mode."""
+  """The walk of ``node`` (a leaf root allowed), checked for tree mode; an
+  ``eqx.Module`` is refused by name."""
+  refuse_other_library(f"nnx.{fn_name}", node)
   w = walk(node, leaf_root=True)
   if not graph:
     check_tree_mode(w, fn_name)
@@ -151,6 +153,8 @@ def split(node: Any, *filters: Filter, graph: bool = True) -> tuple:
     ``(graphdef, state_1, ..., state_n)``.
 
   Raises:
+    WrongLibraryError: if ``node`` is an ``eqx.Module`` or a flax.nnx Module (convert it
+      with ``nnx.from_eqx`` / ``nnx.from_flax``).
     FilterError: if some leaf matches no filter (the message names its path);
       add ``...`` as the last filter to collect the rest.
     UnknownFilterError: if a filter is not a valid filter.
@@ -184,6 +188,8 @@ def graphdef(node: Any, *, graph: bool = True) -> GraphDef:
   """Returns the GraphDef of ``node`` (cached while the graph is unchanged).
 
   Raises:
+    WrongLibraryError: if ``node`` is an ``eqx.Module`` or a flax.nnx Module (convert it
+      with ``nnx.from_eqx`` / ``nnx.from_flax``).
     SharedReferenceError: with ``graph=False``, if an object is found at two paths.
 
   Example:
@@ -208,6 +214,8 @@ def state(node: Any, *filters: Filter, graph: bool = True) -> Any:
     graph: False for tree mode (see :func:`split`).
 
   Raises:
+    WrongLibraryError: if ``node`` is an ``eqx.Module`` or a flax.nnx Module (convert it
+      with ``nnx.from_eqx`` / ``nnx.from_flax``).
     UnknownFilterError: if a filter is not a valid filter.
     SharedReferenceError: with ``graph=False``, if an object is found at two paths.
 
@@ -236,6 +244,10 @@ def variables(node: Any, *filters: Filter) -> Any:
   """Like :func:`state` (whose State also holds the graph's own Variables), with
   no filter meaning every Variable; setting their values updates the graph.
 
+  Raises:
+    WrongLibraryError: if ``node`` is an ``eqx.Module`` or a flax.nnx Module (convert it
+      with ``nnx.from_eqx`` / ``nnx.from_flax``).
+
   Example:
     >>> import jax.numpy as jnp, nnx_eqx as nnx
     >>> model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
@@ -243,6 +255,7 @@ def variables(node: Any, *filters: Filter) -> Any:
     >>> model.bias.value.tolist()
     [1.0, 1.0, 1.0]
   """
+  refuse_other_library("nnx.variables", node)
   return state_as(node, filters or (...,))
 
 
@@ -299,6 +312,7 @@ def merge(graphdef: GraphDef, *states: State, copy: bool = False) -> Any:
     The rebuilt root node.
 
   Raises:
+    WrongLibraryError: if a state is an ``eqx.Module``.
     TypeError: if no state is given.
     StateMismatchError: if a path of the GraphDef is missing from the states,
       or the states hold a path the GraphDef lacks (both are named).
@@ -316,6 +330,7 @@ def merge(graphdef: GraphDef, *states: State, copy: bool = False) -> Any:
       or f"merge expects a GraphDef first, got {type(graphdef).__name__}. Fix:"
       " call `nnx.merge(graphdef, *states)` with the graphdef from `nnx.split`."
     )
+  refuse_other_library("nnx.merge", states=states)
   if not states:
     raise TypeError("merge() missing 1 required positional argument: 'state'")
   reuse = None if copy else KEEP_VARIABLES
@@ -432,6 +447,8 @@ def update(node: Any, *states: State) -> None:
     *states: States (or nested dicts of values) keyed by paths of ``node``.
 
   Raises:
+    WrongLibraryError: if ``node`` is an ``eqx.Module`` or a flax.nnx Module (convert it
+      with ``nnx.from_eqx`` / ``nnx.from_flax``).
     StateMismatchError: a path's parent is not in the graph.
     LostUpdateError: ``states`` hold Variables that a dropped update left stale
       (a State taken with ``nnx.state`` before the call shares the module's own
@@ -446,6 +463,7 @@ def update(node: Any, *states: State) -> None:
     >>> float(model.kernel.value.sum())
     0.0
   """
+  refuse_other_library("nnx.update", node, states)
   if _lost_updates.PENDING or _lost_updates.STALE:  # (values of stale Variables are stale)
     _lost_updates.check_sources(_variables_of(states))
   with _lost_updates.overwriting():  # a write of whole values, not a use of stale ones
@@ -518,6 +536,8 @@ def pop(node: Any, *filters: Filter, graph: bool = True) -> Any:
     *filters: one filter gives one State; several give a tuple.
 
   Raises:
+    WrongLibraryError: if ``node`` is an ``eqx.Module`` or a flax.nnx Module (convert it
+      with ``nnx.from_eqx`` / ``nnx.from_flax``).
     UnknownFilterError: if a filter is not a valid filter.
 
   Example:
@@ -551,6 +571,8 @@ def clone(node: Any, variables: bool = True, *, graph: bool = True, arrays: bool
   the original's Variable objects, so writing to one writes to both.
 
   Raises:
+    WrongLibraryError: if ``node`` is an ``eqx.Module`` or a flax.nnx Module (convert it
+      with ``nnx.from_eqx`` / ``nnx.from_flax``).
     SharedReferenceError: with ``graph=False``, if an object is found at two paths.
     ValueError: ``arrays=True`` with ``variables=False`` (shared Variables
       cannot hold copied arrays).
@@ -629,6 +651,8 @@ def iter_graph(node: Any, *, graph: bool = True) -> Iterator[tuple[tuple, Any]]:
   their first path); raw arrays are yielded at every path.
 
   Raises:
+    WrongLibraryError: if ``node`` is an ``eqx.Module`` or a flax.nnx Module (convert it
+      with ``nnx.from_eqx`` / ``nnx.from_flax``).
     SharedReferenceError: with ``graph=False``, if an object is found at two
       paths (raised on the first ``next``).
 
@@ -675,6 +699,8 @@ def iter_modules(node: Any, *, graph: bool = True) -> Iterator[tuple[tuple, Any]
   """Yields ``(path, module)`` for every graph node (Modules), each once, parents first.
 
   Raises:
+    WrongLibraryError: if ``node`` is an ``eqx.Module`` or a flax.nnx Module (convert it
+      with ``nnx.from_eqx`` / ``nnx.from_flax``).
     SharedReferenceError: with ``graph=False``, if an object is found at two paths.
 
   Example:

@@ -23,6 +23,8 @@ def iter_modules(node: Any, *, graph: bool = True) -> Iterator[tuple[tuple, Any]
   its Rngs are not Modules); the Modules inside containers are.
 
   Raises:
+    WrongLibraryError: if ``node`` is an ``eqx.Module`` or a flax.nnx Module (convert it
+      with ``nnx.from_eqx`` / ``nnx.from_flax``).
     SharedReferenceError: with ``graph=False``, if an object is found at two paths.
 
   Example:
@@ -34,6 +36,10 @@ def iter_modules(node: Any, *, graph: bool = True) -> Iterator[tuple[tuple, Any]
     >>> [(p, type(m).__name__) for p, m in nnx.iter_modules(Block(nnx.Rngs(0)))]
     [(('drop',), 'Dropout'), (('layers', 0), 'Linear'), (('layers', 1), 'Linear'), ((), 'Block')]
   """
-  for path, n in _iter_walk(_walk_for(node, graph, "iter_modules")):
+  return _modules(_walk_for(node, graph, "iter_modules"))  # (checked before the first next)
+
+
+def _modules(w: Any) -> Iterator[tuple[tuple, Any]]:
+  for path, n in _iter_walk(w):
     if is_graph_node(n) and not getattr(type(n), "_nnx_skip_iter_modules", False):
       yield path, n

@@ -213,26 +213,19 @@ def _concrete(v: Any) -> bool | None:
   return None
 
 
-def apply(node: Any, attrs: tuple[str, ...], value: Any) -> bool:
-  """Handles the ``.inference`` child ``value`` of a node just rebuilt with its
-  static mode attributes ``attrs``: a Mode is kept (as ``node.inference``); a
-  bool (or None) put there by ``eqx.tree_at`` sets every mode attribute.
-  Returns whether the node's static attributes are unchanged (so its record
-  stays valid).
+def coerce(value: Any, owner: str, attrs: tuple[str, ...]) -> bool | None:
+  """The mode ``value`` put at ``.inference`` of ``owner`` (whose mode attributes are
+  ``attrs``): a bool or None (a concrete bool array counts as its bool).
 
   Raises:
     ModeFlagError: if ``value`` is a tracer or anything but a bool or None.
   """
-  d = node.__dict__
-  if type(value) is Mode:
-    d[OVERRIDE] = value
-    return True
   b = None if value is None else _concrete(value)
   if b is None and value is not None:
     traced = isinstance(value, jax.core.Tracer)
     raise ModeFlagError(
       f"{'A traced value' if traced else f'A {type(value).__name__}'} was put at"
-      f" `.inference` of a {type(node).__name__} (its mode attributes {list(attrs)});"
+      f" `.inference` of a {owner} (its mode attributes {list(attrs)});"
       " a mode decides which program is traced, so it must be a Python bool (or None)."
       " Fix: "
       + (
@@ -242,7 +235,43 @@ def apply(node: Any, attrs: tuple[str, ...], value: Any) -> bool:
         else "pass True or False (eqx.nn.inference_mode(model, value))."
       )
     )
-  same = all(d[a] is b for a in attrs)
+  return b
+
+
+SET_MODE = "_nnx_set_mode"
+"""A class attribute: a method ``(self, value)`` that sets the node's mode where
+writing its mode attributes is not enough (a Module holding another library's
+layers, e.g. flax.nnx's, whose own flags must change too)."""
+
+
+def set_mode(node: Any, attrs: tuple[str, ...], value: bool | None) -> None:
+  """Sets every mode attribute ``attrs`` of the freshly rebuilt ``node`` to ``value``,
+  through its class's ``_nnx_set_mode`` where it has one."""
+  hook = getattr(type(node), SET_MODE, None)
+  if hook is not None:
+    hook(node, value)
+    return
+  d = node.__dict__
   for a in attrs:
-    d[a] = b
-  return same
+    d[a] = value
+
+
+def apply(node: Any, attrs: tuple[str, ...], value: Any) -> bool:
+  """Handles the ``.inference`` child ``value`` of a node just rebuilt with its
+  static mode attributes ``attrs``: a Mode is kept (as ``node.inference``); a
+  bool (or None) put there by ``eqx.tree_at`` sets every mode attribute (see
+  :func:`set_mode`). Returns whether the node's static attributes are unchanged
+  (so its record stays valid).
+
+  Raises:
+    ModeFlagError: if ``value`` is a tracer or anything but a bool or None.
+  """
+  d = node.__dict__
+  if type(value) is Mode:
+    d[OVERRIDE] = value
+    return True
+  b = coerce(value, type(node).__name__, attrs)
+  if all(d[a] is b for a in attrs):
+    return True
+  set_mode(node, attrs, b)
+  return False

@@ -19,6 +19,7 @@ from ...graph.walk._duplicates import shared_variable_paths
 from ...graph.walk._graph_mode import resolve
 from ..axes._specs import aliasing_error
 from ..lifting import _lift
+from ..lifting._foreign_args import explain_argument_error
 
 
 def grad_state(w, idxs: list[int], grads: list, trace) -> State | Variable:
@@ -107,9 +108,13 @@ def _value_and_grad(
         loss, aux = out, None
       return loss, (aux, updates)
 
-    (value, (aux, updates)), (g_diff, g_arr) = jax.value_and_grad(
-      inner, argnums=(0, 1), has_aux=True, holomorphic=holomorphic, allow_int=allow_int
-    )([leaves[i] for i in diff_idx], arr_args, [leaves[i] for i in other_idx])
+    try:
+      (value, (aux, updates)), (g_diff, g_arr) = jax.value_and_grad(
+        inner, argnums=(0, 1), has_aux=True, holomorphic=holomorphic, allow_int=allow_int
+      )([leaves[i] for i in diff_idx], arr_args, [leaves[i] for i in other_idx])
+    except TypeError as e:
+      explain_argument_error(args, name, e)
+      raise
     aux = _lift.apply_updates(w, updates, aux)
     by_leaf = dict(zip(diff_idx, g_diff))
     if functional and w is not None:
@@ -215,6 +220,9 @@ def value_and_grad(
 
   Raises:
     TypeError: from JAX, when ``f`` does not return a real scalar.
+    WrongLibraryError: an ``eqx.Module`` argument (taken as a pytree of data, as
+      ``jax.grad`` takes it) holds a leaf JAX cannot differentiate (a function):
+      convert it with ``nnx.from_eqx``, or use ``eqx.filter_grad``.
     NotImplementedError: ``reduce_axes`` is not empty (as flax.nnx).
 
   Example:
@@ -256,6 +264,9 @@ def grad(
 
   Raises:
     TypeError: from JAX, when ``f`` does not return a real scalar.
+    WrongLibraryError: an ``eqx.Module`` argument (taken as a pytree of data, as
+      ``jax.grad`` takes it) holds a leaf JAX cannot differentiate (a function):
+      convert it with ``nnx.from_eqx``, or use ``eqx.filter_grad``.
     NotImplementedError: ``reduce_axes`` is not empty (as flax.nnx).
 
   Example:

@@ -12,6 +12,7 @@ import jax
 from ...graph._errors import NnxError
 from ..axes import _shardings
 from ..lifting import _lift, _ref_outputs
+from ..lifting._foreign_args import explain_argument_error
 
 
 class JitWrapped:
@@ -163,7 +164,11 @@ class JitWrapped:
         if leaf_sh is None:
           leaf_sh = self._resolve_shardings(key, w)[0]
         leaves = _shardings.place(w, leaves, leaf_sh)
-    out, updates = fn(leaves, *rest)
+    try:
+      out, updates = fn(leaves, *rest)
+    except TypeError as e:  # (no cost unless raised)
+      explain_argument_error(args, "nnx.jit", e)
+      raise
     if self._ref_outputs:
       out, updates = _ref_outputs.raise_refs((out, updates), (leaves, rest))
     if type(updates) is dict:  # values only
@@ -260,6 +265,14 @@ def jit(
   with the same graph and shapes does not retrace, and the graph is not
   re-walked. Follows flax.nnx.jit.
 
+  Any other argument is a pytree of data, as ``jax.jit`` takes it: an Equinox
+  model (an ``eqx.Module``) too, as flax.nnx.jit takes it, so an ``eqx.nn.Linear``
+  passed in is traced as its arrays (and not lifted: it is no NNX module, its
+  fields are never written back). One holding leaves JAX cannot trace (the
+  activation function of ``eqx.nn.MLP``) is refused with an error naming the
+  argument and the leaf; convert it with ``nnx.from_eqx`` to use it as a module,
+  or call it under ``eqx.filter_jit``.
+
   Args:
     fn: the function; may also decorate methods.
     static_argnums: positional arguments treated as static (hashable).
@@ -284,6 +297,7 @@ def jit(
 
   Raises:
     BoundMethodError: ``fn`` is a Module's bound method.
+    WrongLibraryError: an ``eqx.Module`` argument holds a leaf JAX cannot trace.
     Whatever ``fn`` raises; the caller's modules are then left unchanged.
 
   Example:

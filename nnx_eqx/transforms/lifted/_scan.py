@@ -38,6 +38,7 @@ from ..axes._specs import (
 )
 from ..lifting import _lift
 from ..lifting._dispatch import Dispatcher, Lifted, join_rest, positional, rest_leaves
+from ..lifting._foreign_args import explain_argument_error
 from ..lifting._seed_hooks import SEED_HOOKS
 
 NAME = "nnx.scan"
@@ -187,7 +188,11 @@ class ScanWrapped(Lifted):
   def __call__(self, *args, **kwargs):
     args = positional(self.fn, args, kwargs, self.name)
     split, w, leaves, rest = _lift.prepare(args)
-    out, updates = self._dispatch(self._static(split, w), leaves, rest)
+    try:
+      out, updates = self._dispatch(self._static(split, w), leaves, rest)
+    except TypeError as e:
+      explain_argument_error(args, "nnx.scan", e)
+      raise
     out = _lift.apply_updates(w, updates, out)
     if has_refs(out):
       out = fill_refs(out, _lift.split_args(args)[1])
@@ -451,6 +456,8 @@ def scan(
     AxisRankError: a scanned axis is not below its array's rank.
     AxisSpecError: misplaced ``Carry`` or outputs that cannot be stacked.
     LiftedStructureError: the body added or removed Module attributes.
+    WrongLibraryError: an ``eqx.Module`` argument (a pytree of data) carried or
+      scanned holds a leaf JAX cannot trace (convert it with ``nnx.from_eqx``).
 
   Example:
     >>> import jax, jax.numpy as jnp, nnx_eqx as nnx
