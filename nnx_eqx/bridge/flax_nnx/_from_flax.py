@@ -5,29 +5,27 @@ from __future__ import annotations
 from typing import Any
 
 from ...graph import State, Variable
-from ...module import Dict, List, Module, Rngs
-from .._errors import FlaxConversionError
-from . import _tree
-from ._flax_module import FLAGS, FlaxModule, nnx_leaf, reserved
+from ...module import Module, Rngs
+from .._errors import FlaxConversionError, fmt_path
 from ._import import describe, flax_nnx, flax_side, is_flax_object, is_linen
 from ._types import to_nnx_variable
 
 
-def _from_module(obj: Any) -> FlaxModule:
-  fnnx = flax_nnx()
-  graphdef, st = fnnx.split(obj)
-  kids = _tree.children(_tree.nest(fnnx.to_flat_state(st)), reserved, nnx_leaf, Dict, List)
-  return FlaxModule(graphdef, type(obj), kids, _flags_of(fnnx, obj, graphdef))
+def nnx_leaf(path: tuple, leaf: Any) -> Any:
+  """A leaf of a flax ``State`` as nnx_eqx's (a Variable converted, an array as is).
 
-
-def _flags_of(fnnx: Any, obj: Any, graphdef: Any) -> tuple[str, ...]:
-  """The mode flags some Module of ``obj`` has (see ``FLAGS``)."""
-  attributes = getattr(graphdef, "attributes", None)  # flax 0.12: [(name, attr), ...]
-  if isinstance(attributes, list):
-    names = {a[0] for a in attributes if isinstance(a, tuple) and a}
-  else:  # another layout of flax's GraphDef: look at the Modules themselves
-    names = {k for _, m in fnnx.iter_modules(obj) for k in vars(m)}
-  return tuple(k for k in FLAGS if k in names)
+  Raises:
+    FlaxConversionError: the leaf is neither a Variable nor an array.
+  """
+  if isinstance(leaf, flax_nnx().Variable):
+    return to_nnx_variable(leaf)
+  if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
+    return leaf
+  raise FlaxConversionError(
+    f"The flax state holds a {describe(leaf)} at {fmt_path(path)}, neither a Variable"
+    " nor an array, so it has no counterpart in nnx_eqx's state. Fix: keep it in a"
+    " flax.nnx.Variable, or make it a static attribute."
+  )
 
 
 def _from_rngs(obj: Any) -> Rngs:
@@ -39,18 +37,6 @@ def _from_rngs(obj: Any) -> Rngs:
   for name, s in streams.items():
     getattr(rngs, name).count.value = s["count"]
   return rngs
-
-
-def _variables(x: Any) -> list:
-  fnnx = flax_nnx()
-  if not fnnx.graph.is_graph_node(x):
-    return []
-  return [v for _, v in fnnx.to_flat_state(fnnx.state(x))]
-
-
-def _element(x: Any) -> Any:
-  fnnx = flax_nnx()
-  return from_flax(x) if fnnx.graph.is_graph_node(x) or isinstance(x, fnnx.Variable) else x
 
 
 def from_flax(obj: Any) -> Any:
@@ -135,10 +121,8 @@ def from_flax(obj: Any) -> Any:
     return State.from_flat_path([(p, nnx_leaf(p, v)) for p, v in fnnx.to_flat_state(obj)])
   if isinstance(obj, fnnx.Rngs):
     return _from_rngs(obj)
-  if type(obj) is fnnx.List:  # integer keys cannot be a FlaxModule's attributes
-    return List(_tree.each(list(obj), _element, _variables))
   if fnnx.graph.is_graph_node(obj):
-    return _from_module(obj)
+    return flax_side().from_flax_graph(obj)
   raise FlaxConversionError(
     f"nnx.from_flax cannot convert {describe(obj)} at root: it is neither a flax.nnx"
     " Module (graph node), Rngs, State nor Variable. Fix: pass the Module that holds it."

@@ -4,21 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...graph import State, Variable, is_graph_node, state
-from ...module import List, Rngs
+from ...graph import State, Variable, is_graph_node
+from ...module import Rngs
 from .._errors import FlaxConversionError
-from . import _tree
 from ._flax_module import FlaxModule
 from ._import import describe, flax_nnx, flax_side, is_flax_object
 from ._types import to_flax_variable
-
-
-def _variables(x: Any) -> list:
-  return [v for _, v in state(x).flat_state()] if is_graph_node(x) else []
-
-
-def _element(x: Any) -> Any:
-  return to_flax(x) if is_graph_node(x) or isinstance(x, Variable) else x
 
 
 def to_flax(module: Any) -> Any:
@@ -95,8 +86,6 @@ def to_flax(module: Any) -> Any:
       " with `nnx.to_flax(nnx.from_eqx(eqx_model))`)."
     )
   side = flax_side()
-  if type(module) is List:  # integer keys cannot be a flax Module's attributes
-    return flax_nnx().List(_tree.each(list(module), _element, _variables))
   if type(module) is Rngs:
     return side.rngs_to_flax(module)
-  return side.wrap(module)
+  return side.to_flax_graph(module)
