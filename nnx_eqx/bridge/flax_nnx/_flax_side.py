@@ -14,6 +14,7 @@ import jax
 from flax import nnx as fnnx
 from flax.nnx import graphlib
 from flax.nnx.pytreelib import PytreeState
+from flax.nnx.pytreelib import is_data as flax_is_data
 
 from ...graph import split
 from ...module import Module
@@ -109,6 +110,25 @@ def _elements(nodes: Any) -> Any:
       yield k, v, _has_state(v)
 
 
+def _fill_list(c: Any, values: list) -> None:
+  """Fills an empty flax ``nnx.List`` (from its ``create_empty``) with ``values``: the
+  attributes and table flax's own ``List(values)`` has, without its per-item checks."""
+  kinds = {_STATE: True, "_length": False}
+  items: list[tuple[str, Any]] = [(_STATE, PytreeState()), ("_length", len(values))]
+  for i, v in enumerate(values):
+    items.append((str(i), v))
+    kinds[str(i)] = flax_is_data(v)
+  kinds[_NODES] = False
+  items.append((_NODES, fnnx.List._pytree__nodes.update(kinds)))
+  _impl(fnnx.List).init(c, items)
+
+
+def _new_list(values: list) -> Any:
+  c = _impl(fnnx.List).create_empty(fnnx.List)
+  _fill_list(c, values)
+  return c
+
+
 class FlaxSide(_copy.Side):
   """flax.nnx's objects, with ``wrapper`` (``NnxEqxModule``) holding nnx_eqx ones."""
 
@@ -158,7 +178,7 @@ class FlaxSide(_copy.Side):
 
   def container(self, kind: int) -> Any:
     if kind == _copy.LIST:
-      return fnnx.List([])
+      return _impl(fnnx.List).create_empty(fnnx.List)  # (filled by ``refill``)
     return fnnx.Dict() if kind == _copy.DICT else fnnx.Sequential()
 
   def contents(self, c: Any) -> list:
@@ -170,17 +190,22 @@ class FlaxSide(_copy.Side):
     return [e for e in _elements(nodes) if not _bookkeeping(e[0])]
 
   def refill(self, c: Any, items: list) -> None:
+    if type(c) is fnnx.List and _STATE not in vars(c):  # (new: made as flax's merge does)
+      _fill_list(c, [v for _, v in items])
+      return
     if type(c) is fnnx.Dict:
       for k in list(c):
         del c[k]
       for k, v in items:
         c[k] = v
       return
-    target = c.layers if type(c) is fnnx.Sequential else c
-    while len(target):
-      target.pop()
+    if type(c) is fnnx.Sequential:
+      c.layers = _new_list([v for _, v in items])
+      return
+    while len(c):
+      c.pop()
     for _, v in items:
-      target.append(v)
+      c.append(v)
 
   def new_wrapper(self, cls: type) -> Any:
     # flax's own construction, without its per-attribute checks (``set_wrapped``

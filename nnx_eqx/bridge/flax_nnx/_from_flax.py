@@ -44,21 +44,27 @@ def from_flax(obj: Any) -> Any:
 
   * A flax ``Module`` (any class: nested Modules, ``nnx.List``/``nnx.Dict``, shared
     references, ``BatchNorm``, ``Dropout``, ``Rngs`` inside) becomes a
-    :class:`FlaxModule`: nnx_eqx's state of it is the flax state, path for path, in
-    Variables of the paired types with the same metadata, and calling it runs flax's
-    own code on those values. This wrapping, rather than a rebuild from nnx_eqx
-    layers, is the design because it keeps two things a rebuild cannot: a method
-    that uses flax's transforms itself (``flax.nnx.scan`` over stacked layers in
-    ``__call__``) gets flax objects as it expects, and every result is bitwise
-    flax's, since the same flax code traces the same program. Sharing lives in the
-    flax ``GraphDef``: a tied weight is one Variable (at flax's first path), used
-    wherever flax uses it, so its gradient sums every use. State updates (batch
-    statistics, RNG counts) are written back as in flax, also under ``nnx.jit``,
-    ``nnx.grad`` and the other nnx_eqx transforms.
+    :class:`FlaxModule`, and so does each of its submodules: ``m.enc`` is the
+    FlaxModule of flax's ``self.enc``, callable (``m.enc(x)`` is bitwise
+    ``f.enc(x)``), with flax's methods and static attributes (``m.drop.rate``);
+    flax's ``nnx.List``, ``nnx.Dict`` and ``nnx.Sequential`` become nnx_eqx's, of
+    such modules. nnx_eqx's state of it is the flax state, path for path, in
+    Variables of the paired types with the same metadata, and calling any of them
+    runs flax's own code on those values. This wrapping, rather than a rebuild from
+    nnx_eqx layers, is the design because it keeps two things a rebuild cannot: a
+    method that uses flax's transforms itself (``flax.nnx.scan`` over stacked layers
+    in ``__call__``) gets flax objects as it expects, and every result is bitwise
+    flax's, since the same flax code traces the same program. Sharing is identity:
+    a submodule or Variable flax reaches by several names is one object under all of
+    them (``m.tied is m.enc``; cycles stay cycles), so a tied weight's gradient sums
+    every use. State updates (batch statistics, RNG counts) are written back as in
+    flax, also under ``nnx.jit``, ``nnx.grad`` and the other nnx_eqx transforms,
+    whether the parent or a submodule is called: they train one set of Variables.
+    This holds in flax's graph and tree modes (``flax.nnx.set_graph_mode``).
   * A flax ``Rngs`` becomes an ``nnx.Rngs`` with the same keys and counts (it draws
     the same keys).
-  * A root flax ``nnx.List`` becomes an ``nnx.List`` of its elements, each converted
-    (they must share no Variable; a Module holding the list has no such limit).
+  * A root flax ``nnx.List`` becomes an ``nnx.List`` of its elements, converted
+    together (sharing between them kept).
   * A flax ``State`` becomes an ``nnx.State`` with the same paths; a flax
     ``Variable`` an nnx_eqx Variable. Types pair by name (``flax.nnx.Param`` ->
     ``nnx.Param``, ``BatchStat``, ``Cache``, ``RngKey``, ...); a user subclass gets
@@ -80,8 +86,8 @@ def from_flax(obj: Any) -> Any:
   Raises:
     FlaxConversionError: ``obj`` is a flax Linen module (use flax's own
       ``flax.nnx.bridge``), an object of another library, a flax object whose state
-      cannot be held, or a root list whose elements share a Variable (the path and
-      the reason are named).
+      cannot be held (a Python number marked ``nnx.data``, state under a name a
+      FlaxModule has itself; the path and the reason are named).
     FlaxNotInstalledError: flax is not installed (an ``ImportError`` naming
       ``pip install 'nnx_eqx[flax]'``).
 
@@ -94,6 +100,11 @@ def from_flax(obj: Any) -> Any:
     ('FlaxModule', ['bias', 'kernel'])
     >>> bool((m(jnp.ones(3)) == f(jnp.ones(3))).all())
     True
+    >>> seq = nnx.from_flax(flax_nnx.Sequential(f, flax_nnx.Dropout(0.5)))
+    >>> type(seq).__name__, seq.layers[0].kernel is nnx.state(seq)["layers"][0]["kernel"]
+    ('Sequential', True)
+    >>> seq.layers[1].rate, bool((seq.layers[0](jnp.ones(3)) == f(jnp.ones(3))).all())
+    (0.5, True)
   """
   if is_linen(obj):
     raise FlaxConversionError(

@@ -3,6 +3,7 @@ and made, and :class:`FlaxModule`'s place in the copy (its wrapper)."""
 
 from __future__ import annotations
 
+import types
 from typing import Any
 
 from ...graph import Variable, is_graph_node
@@ -22,7 +23,12 @@ def node_impl(t: type) -> Any:
   return _node_impl(t)
 
 
+_PLAIN = (int, float, complex, str, bytes, type(None), type, types.FunctionType)
+
+
 def _is_state(v: Any) -> bool:
+  if isinstance(v, _PLAIN):  # (the common static values, which hold no data)
+    return False
   return isinstance(v, Variable) or is_graph_node(v) or _has_data(v)
 
 

@@ -18,16 +18,19 @@ def to_flax(module: Any) -> Any:
   * A Module (native, from :func:`nnx.from_eqx`, or any other graph node) becomes an
     ``NnxEqxModule``: a real ``flax.nnx.Module`` whose flax state is the module's
     state, path for path, in flax Variables of the paired types with the same
-    metadata. Calling it, or any method of the module's class, runs nnx_eqx's code
+    metadata, and so does each of its submodules (``nnx.to_flax(m).l1(x)`` is
+    ``m.l1(x)``); ``nnx.List``/``nnx.Dict``/``nnx.Sequential`` become flax's.
+    Calling any of them, or any method of the module's class, runs nnx_eqx's code
     on those values, so ``flax.nnx.jit``/``grad``/``scan``, flax's ``Optimizer``,
     ``nnx.state``/``split``/``merge``, flax's checkpoint recipe (orbax on
     ``nnx.state``) and flax's display treat it as their own, and training it with
     flax's tools gives bitwise the losses of the same steps under nnx_eqx. Sharing
-    lives in the nnx_eqx ``GraphDef``, so a tied weight is one flax Variable.
+    is identity: a submodule or Variable reached by several names is one flax
+    object under all of them (cycles included).
   * A :class:`FlaxModule` (from :func:`from_flax`) gives back a flax Module of the
     class, structure and current values it holds.
-  * A root ``nnx.List`` becomes a flax ``nnx.List`` of its elements, each converted
-    (they must share no Variable; a Module holding the list has no such limit).
+  * A root ``nnx.List`` becomes a flax ``nnx.List`` of its elements, converted
+    together (sharing between them kept).
   * An ``nnx.Rngs`` becomes a flax ``Rngs`` with the same keys and counts; an
     ``nnx.State`` a flax ``State``; a Variable a flax Variable (types pair by name,
     user subclasses get a flax subclass of the same name).
@@ -45,9 +48,8 @@ def to_flax(module: Any) -> Any:
 
   Raises:
     FlaxConversionError: ``module`` is not an nnx_eqx object (a flax object needs no
-      conversion; an Equinox model goes through ``nnx.from_eqx`` first), its state
-      holds something flax's cannot, or the elements of a root list share a Variable
-      (the paths are named).
+      conversion; an Equinox model goes through ``nnx.from_eqx`` first), or its state
+      holds something flax's cannot (the path is named).
     FlaxNotInstalledError: flax is not installed (an ``ImportError`` naming
       ``pip install 'nnx_eqx[flax]'``).
 
