@@ -208,32 +208,39 @@ def test_a_shared_submodule_or_variable_is_one_object_both_ways():
   back = nnx.to_flax(m)
   assert type(back) is Net and back.tied is back.enc and back.extra is back.bn.scale
   assert fnnx.graphdef(back) == fnnx.graphdef(f)
-  g = nnx.to_flax(m)  # the mirror: a flax wrapper of an nnx_eqx graph keeps it too
-  assert g.tied is g.enc
+  native = nnx.Module()  # the mirror: an nnx_eqx graph's sharing in flax
+  native.enc = nnx.Linear(4, 4, rngs=nnx.Rngs(0))
+  native.tied, native.w = native.enc, native.enc.kernel
+  g = nnx.to_flax(native)
+  assert g.tied is g.enc and g.w is g.enc.kernel and isinstance(g.enc, fnnx.Module)
+  again = nnx.from_flax(g)
+  assert type(again.enc) is nnx.Linear and again.tied is again.enc
+  assert again.w is again.enc.kernel
+
+
+def _cycle(module_cls, param_cls):
+  """Two Modules that refer to each other."""
+  a, b = module_cls(), module_cls()
+  a.w, b.w = param_cls(jnp.ones(2)), param_cls(jnp.zeros(2))
+  a.child, b.parent = b, a
+  return a
+
+
+class FNode(fnnx.Module):
+  pass
 
 
 def test_cycles_are_kept_as_cycles_both_ways():
-  class FNode(fnnx.Module):
-    def __init__(self):
-      self.w = fnnx.Param(jnp.ones(2))
-
-  a, b = FNode(), FNode()
-  a.child, b.parent = b, a
+  a = _cycle(FNode, fnnx.Param)
   m = nnx.from_flax(a)
   assert m.child.parent is m and m.child.w is not m.w
   back = nnx.to_flax(m)
   assert back.child.parent is back and fnnx.graphdef(back) == fnnx.graphdef(a)
 
-  class Node(nnx.Module):
-    def __init__(self):
-      self.w = nnx.Param(jnp.ones(2))
-
-  p, q = Node(), Node()
-  p.child, q.parent = q, p
-  f = nnx.to_flax(p)
+  f = nnx.to_flax(_cycle(nnx.Module, nnx.Param))
   assert f.child.parent is f and isinstance(f.child, fnnx.Module)
   again = nnx.from_flax(f)
-  assert type(again) is Node and again.child.parent is again
+  assert type(again) is nnx.Module and again.child.parent is again
 
 
 # -- 6. flax's tree mode ---------------------------------------------------------------------
