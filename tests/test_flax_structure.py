@@ -26,6 +26,10 @@ class Enc(fnnx.Module):
   def half(self, x):
     return self.lin(x) / 2
 
+  @property
+  def width(self):
+    return self.lin.out_features
+
 
 class Net(fnnx.Module):
   def __init__(self, rngs):
@@ -60,6 +64,7 @@ def test_each_flax_submodule_is_a_callable_module_of_its_own():
   assert_trees_equal(m.enc(X), f.enc(X))  # bitwise flax's
   assert_trees_equal(m.enc.half(X), f.enc.half(X))  # a flax method of the submodule
   assert m.enc.scale == 2.0 and m.drop.rate == 0.25 and m.bn.num_features == 4
+  assert m.enc.width == 4  # a property of the flax class
   assert type(m.enc.lin.kernel) is nnx.Param
   assert_trees_equal(m(X), f(X))  # the parent still runs flax's code, state moved as flax's
   assert_trees_equal([v.get_value() for _, v in nnx.state(m).flat_state()], values(f))
@@ -177,6 +182,10 @@ def test_each_nnx_submodule_is_a_flax_module_after_to_flax():
     def __call__(self, x):
       return self.lin(x) * self.gain
 
+    @property
+    def width(self):
+      return self.lin.out_features
+
   class Outer(nnx.Module):
     def __init__(self, rngs):
       self.l1 = Inner(rngs)
@@ -188,7 +197,7 @@ def test_each_nnx_submodule_is_a_flax_module_after_to_flax():
 
   m = Outer(nnx.Rngs(0))
   f = nnx.to_flax(m)
-  assert isinstance(f.l1, fnnx.Module) and f.l1.gain == 3.0
+  assert isinstance(f.l1, fnnx.Module) and f.l1.gain == 3.0 and f.l1.width == 4
   assert_trees_equal(f.l1(X), m.l1(X))
   assert_trees_equal(f.l1.lin(X), m.l1.lin(X))
   assert type(f.blocks) is fnnx.List and isinstance(f.blocks[0], fnnx.Module)

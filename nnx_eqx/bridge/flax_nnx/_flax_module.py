@@ -64,7 +64,10 @@ class FlaxModule(Module):
 
   def __getattr__(self, name: str) -> Any:
     cls = self.__dict__.get("flax_type")
-    if cls is not None and not name.startswith("_") and callable(getattr(cls, name, None)):
+    found = getattr(cls, name, None) if cls is not None and not name.startswith("_") else None
+    if isinstance(found, property):  # (read on the rebuilt object)
+      return self.flax_call("__getattribute__", name)
+    if callable(found):
       return functools.partial(self.flax_call, name)
     raise AttributeError(
       f"{type(self).__name__} (of {getattr(cls, '__name__', '?')}) has no attribute {name!r}"
