@@ -1,14 +1,17 @@
 """The flax.nnx bridge: ``nnx.from_flax`` and ``nnx.to_flax``.
 
 flax is optional: it is imported only inside these functions (``_import``), and
-``_flax_side`` (the flax Module holding an nnx_eqx one, which imports flax at its
-top) is loaded from there on first use too. ``_types`` pairs Variable classes,
-``_tree`` nests flat states into either library's containers,
-``_flax_module`` holds :class:`FlaxModule` (the nnx_eqx Module holding a flax one),
-``_from_flax`` and ``_to_flax`` the two conversions. This package imports
-nnx_eqx's lower layers by their package names and the bridge's ``_errors``; nothing
-else in nnx_eqx imports it but the bridge's ``__init__`` and ``_convert`` (which
-lets ``nnx.to_eqx`` take a flax.nnx Module).
+``_flax_side`` (flax's side of the copy and the flax Module holding an nnx_eqx one,
+which imports flax at its top) is loaded from there on first use too. ``_copy`` is
+the one mechanism of both directions (an object graph copied into the other
+library, each Module a wrapper of its own, sharing kept by identity, and rebuilt to
+run a call); ``_nnx_side`` is nnx_eqx's side of it, ``_flax_module`` holds
+:class:`FlaxModule` (the nnx_eqx Module holding a flax one), ``_types`` pairs the
+Variable classes, ``_from_flax`` and ``_to_flax`` are the two entry points. This
+package imports nnx_eqx's lower layers by their package names (``_nnx_side`` also
+two internals ``nnx.merge`` uses: the current trace, the data test) and the bridge's
+``_errors``; nothing else in nnx_eqx imports it but the bridge's ``__init__`` and
+``_convert`` (which lets ``nnx.to_eqx`` take a flax.nnx Module).
 """
 
 from ._flax_module import FlaxModule as FlaxModule
