@@ -11,7 +11,10 @@ else in nnx_eqx imports it but the bridge's ``__init__`` and ``_convert`` (which
 lets ``nnx.to_eqx`` take a flax.nnx Module).
 """
 
+from . import _foreign
 from ._flax_module import FlaxModule as FlaxModule
 from ._from_flax import from_flax as from_flax
 from ._import import is_flax_object as is_flax_object
 from ._to_flax import to_flax as to_flax
+
+_foreign.install()  # flax States/Variables/types accepted by nnx.update, merge, filters

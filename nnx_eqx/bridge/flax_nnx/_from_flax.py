@@ -8,6 +8,7 @@ from ...graph import State, Variable
 from ...module import Dict, List, Module, Rngs
 from .._errors import FlaxConversionError
 from . import _tree
+from ._counterparts import from_flax_counterpart
 from ._flax_module import FLAGS, FlaxModule, nnx_leaf, reserved
 from ._import import describe, flax_nnx, flax_side, is_flax_object, is_linen
 from ._types import to_nnx_variable
@@ -137,6 +138,9 @@ def from_flax(obj: Any) -> Any:
     return _from_rngs(obj)
   if type(obj) is fnnx.List:  # integer keys cannot be a FlaxModule's attributes
     return List(_tree.each(list(obj), _element, _variables))
+  native = from_flax_counterpart(obj)  # an Optimizer or metric: nnx_eqx's own class
+  if native is not None:
+    return native
   if fnnx.graph.is_graph_node(obj):
     return _from_module(obj)
   raise FlaxConversionError(

@@ -8,6 +8,7 @@ from ...graph import State, Variable, is_graph_node, state
 from ...module import List, Rngs
 from .._errors import FlaxConversionError
 from . import _tree
+from ._counterparts import to_flax_counterpart
 from ._flax_module import FlaxModule
 from ._import import describe, flax_nnx, flax_side, is_flax_object
 from ._types import to_flax_variable
@@ -94,6 +95,9 @@ def to_flax(module: Any) -> Any:
       f" {describe(module)}. Fix: pass the nnx_eqx model (an Equinox model converts"
       " with `nnx.to_flax(nnx.from_eqx(eqx_model))`)."
     )
+  native = to_flax_counterpart(module)  # an Optimizer or metric: flax's own class
+  if native is not None:
+    return native
   side = flax_side()
   if type(module) is List:  # integer keys cannot be a flax Module's attributes
     return flax_nnx().List(_tree.each(list(module), _element, _variables))

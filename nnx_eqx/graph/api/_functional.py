@@ -21,6 +21,7 @@ from .. import _version
 from .._errors import GraphStructureError, StateMismatchError, flax_type_note
 from ..pytree import _view as _pytree_view
 from ..state._filters import Filter, to_predicate
+from ..state._foreign import foreign_states
 from ..state._state import FlatState, State, _flatten_into
 from ..tracing._lost_updates import COPY_MARK, note_write
 from ..tracing._traces import current_trace
@@ -317,6 +318,7 @@ def merge(graphdef: GraphDef, *states: State, copy: bool = False) -> Any:
     )
   if not states:
     raise TypeError("merge() missing 1 required positional argument: 'state'")
+  states = foreign_states(states)  # flax.nnx States/Variables, converted
   reuse = None if copy else KEEP_VARIABLES
   if len(graphdef.paths) == 1 and not graphdef.paths[0]:  # a split Variable or value
     leaf = _root_leaf_of(states)
@@ -439,6 +441,7 @@ def update(node: Any, *states: State) -> None:
     >>> float(model.kernel.value.sum())
     0.0
   """
+  states = foreign_states(states)  # flax.nnx States/Variables, converted
   w = walk(node, leaf_root=True)
   if _is_root_leaf(w) and isinstance(w.slots[0], Variable):  # a split Variable
     new_leaf = _root_leaf_of(states)

@@ -24,6 +24,7 @@ import numpy as np
 
 from .._errors import FilterError, UnknownFilterError, flax_type_note
 from ..variables._variables import Variable
+from ._foreign import foreign_filter
 
 Predicate = Callable[[tuple, typing.Any], bool]
 Filter = typing.Any
@@ -50,6 +51,7 @@ def to_predicate(filter: Filter) -> Predicate:
   """
   if isinstance(filter, _BaseFilter):
     return filter
+  filter = foreign_filter(filter)  # a flax.nnx Variable class: nnx_eqx's paired class
   if isinstance(filter, type):
     note = flax_type_note(filter, "an nnx_eqx Variable type")
     if note is not None:
