@@ -273,3 +273,107 @@ def test_rngs_cross_with_keys_and_counts():
   back = nnx.to_flax(ours)
   for a, b in [(ours.dropout(), rngs.dropout()), (back.params(), rngs.params())]:
     assert_trees_equal(jax.random.key_data(a), jax.random.key_data(b))
+
+
+# -- modes reach every layer ----------------------------------------------------------------
+class ModeNet(fnnx.Module):
+  """Dropout, BatchNorm and attention (its own ``deterministic`` flag), in a list too."""
+
+  def __init__(self, rngs: fnnx.Rngs):
+    self.l1 = fnnx.Linear(3, 4, rngs=rngs)
+    self.bn = fnnx.BatchNorm(4, rngs=rngs)
+    self.att = fnnx.MultiHeadAttention(
+      2, 4, dropout_rate=0.5, decode=False, deterministic=False, rngs=rngs
+    )
+    self.blocks = fnnx.List([fnnx.Dropout(0.4, rngs=rngs), fnnx.BatchNorm(4, rngs=rngs)])
+
+  def __call__(self, x):
+    x = self.att(self.bn(self.l1(x)))
+    for b in self.blocks:
+      x = b(x)
+    return x
+
+
+class NnxModeNet(nnx.Module):
+  def __init__(self, rngs: nnx.Rngs):
+    self.l1 = nnx.Linear(3, 4, rngs=rngs)
+    self.bn = nnx.BatchNorm(4, rngs=rngs)
+    self.att = nnx.MultiHeadAttention(
+      2, 4, dropout_rate=0.5, decode=False, deterministic=False, rngs=rngs
+    )
+    self.blocks = nnx.List([nnx.Dropout(0.4, rngs=rngs), nnx.BatchNorm(4, rngs=rngs)])
+
+  def __call__(self, x):
+    x = self.att(self.bn(self.l1(x)))
+    for b in self.blocks:
+      x = b(x)
+    return x
+
+
+class Outer(nnx.Module):
+  def __init__(self, inner):
+    self.inner = inner
+
+  def __call__(self, x):
+    return self.inner(x)
+
+
+class FlaxOuter(fnnx.Module):
+  def __init__(self, inner):
+    self.inner = inner
+
+  def __call__(self, x):
+    return self.inner(x)
+
+
+XS = jax.random.normal(jax.random.key(3), (2, 5, 3))
+EVAL = {"deterministic": True, "use_running_average": True}
+
+
+def _in_place(method, **kw):
+  def go(lib, m):
+    if method == "train":
+      m.eval()  # (train from eval mode)
+    getattr(m, method)(**kw)
+    return m
+
+  return go
+
+
+MODES = {
+  "eval": _in_place("eval"),
+  "train": _in_place("train"),
+  "set_attributes-both": _in_place("set_attributes", **EVAL),
+  "set_attributes-deterministic": _in_place("set_attributes", deterministic=True),
+  "set_attributes-running-average": _in_place("set_attributes", use_running_average=True),
+  "view": lambda lib, m: lib.view(m, **EVAL),
+  "with_attributes": lambda lib, m: lib.with_attributes(m, **EVAL),
+}
+
+
+def _calls(m):
+  return [m(XS), m(XS)]  # twice: the RNG streams move on alike
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["root", "inside-an-nnx-module"])
+@pytest.mark.parametrize("mode", MODES)
+def test_modes_on_the_nnx_eqx_side_reach_flax_layers_bitwise(mode, nested):
+  f = ModeNet(fnnx.Rngs(0, dropout=1))
+  f(XS)  # batch statistics away from their initial values
+  ref = MODES[mode](fnnx, fnnx.clone(f))  # flax's own, on a copy
+  m = nnx.from_flax(f)
+  got = MODES[mode](nnx, Outer(m) if nested else m)
+  assert_trees_equal(_calls(got), _calls(ref))
+  if mode in ("view", "with_attributes"):  # a new graph: the original keeps its mode
+    assert_trees_equal(m(XS), f(XS))
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["root", "inside-a-flax-module"])
+@pytest.mark.parametrize("mode", MODES)
+def test_modes_on_the_flax_side_reach_nnx_eqx_layers_bitwise(mode, nested):
+  n = NnxModeNet(nnx.Rngs(0, dropout=1))
+  n(XS)
+  ref = MODES[mode](nnx, nnx.clone(n))  # nnx_eqx's own, on a copy
+  f = nnx.to_flax(n)
+  got = MODES[mode](fnnx, FlaxOuter(f) if nested else f)
+  assert_trees_equal(_calls(got), _calls(ref))

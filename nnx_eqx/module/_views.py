@@ -71,6 +71,16 @@ def _copy_graph(node: Any, visit, memo: dict[int, Any], var=None) -> Any:
   return rec(node, ())
 
 
+def _write(m: Any, name: str, value: Any) -> None:
+  """Sets an attribute of a copy: through the class's own ``__setattr__`` where it
+  defines one (a module holding another library's layers, as ``nnx.from_flax``'s
+  does, passes a flag on to them), else straight into ``__dict__``."""
+  if type(m).__setattr__ is Pytree.__setattr__:
+    m.__dict__[name] = value
+  else:
+    setattr(m, name, value)
+
+
 def _own_set_view(m: Any):
   fn = getattr(type(m), "set_view", None)
   return fn if callable(fn) else None
@@ -196,7 +206,7 @@ def with_attributes(
       return
     for k, v in attributes.items():
       if k in m.__dict__ and not k.startswith("_nnx_"):
-        m.__dict__[k] = v
+        _write(m, k, v)
         remaining.discard(k)
 
   out = _copy_graph(node, visit, {})

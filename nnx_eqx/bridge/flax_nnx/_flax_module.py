@@ -215,6 +215,15 @@ class FlaxModule(Module):
     self._adopt(obj, before)
     self._mirror({"deterministic": True, "use_running_average": True, **attributes})
 
+  def set_view(self, **kwargs: Any) -> None:
+    """flax.nnx's ``view`` on the held Module, for ``nnx.view`` of a model holding
+    this one: each flax layer's own ``set_view`` takes the keywords it knows
+    (``deterministic``, ``use_running_average``, ...; None keeps a flag), and a
+    keyword no flax layer takes is ignored."""
+    obj, before = self._merged()
+    self._adopt(flax_nnx().view(obj, raise_if_not_found=False, **kwargs), before)
+    self._mirror({k: v for k, v in kwargs.items() if v is not None})
+
   # -- internals --------------------------------------------------------------
   def _merged(self) -> tuple[Any, tuple[list, list]]:
     fnnx = flax_nnx()

@@ -12,6 +12,7 @@ from typing import Any
 from flax import nnx as fnnx
 
 from ...graph import State, Variable, iter_modules, merge, split
+from ...module import view
 from .._errors import FlaxConversionError, fmt_path
 from . import _tree
 from ._import import describe
@@ -145,6 +146,13 @@ class NnxEqxModule(fnnx.Module):
     module.eval(**attributes)
     self._adopt(module, before)
     self._mirror({"deterministic": True, "use_running_average": True, **attributes})
+
+  def set_view(self, **kwargs: Any) -> None:
+    """nnx_eqx's ``nnx.view`` on the held module, for flax's ``nnx.view`` of a model
+    holding this one (a keyword no module takes is ignored; None keeps a flag)."""
+    module, before = self._merged()
+    self._adopt(view(module, raise_if_not_found=False, **kwargs), before)
+    self._mirror({k: v for k, v in kwargs.items() if v is not None})
 
   # -- internals --------------------------------------------------------------
   def _merged(self) -> tuple[Any, tuple[list, list]]:
