@@ -377,3 +377,21 @@ def test_modes_on_the_flax_side_reach_nnx_eqx_layers_bitwise(mode, nested):
   f = nnx.to_flax(n)
   got = MODES[mode](fnnx, FlaxOuter(f) if nested else f)
   assert_trees_equal(_calls(got), _calls(ref))
+
+
+@TREE_MODE
+@pytest.mark.parametrize(
+  "mode", ["eval", "set_attributes-deterministic", "view", "with_attributes"]
+)
+def test_modes_cross_under_flax_tree_mode(mode):
+  with fnnx.set_graph_mode(False):
+    f = ModeNet(fnnx.Rngs(0, dropout=1))
+    f(XS)
+    ref = MODES[mode](fnnx, fnnx.clone(f))
+    got = MODES[mode](nnx, Outer(nnx.from_flax(f)))
+    assert_trees_equal(_calls(got), _calls(ref))
+    n = NnxModeNet(nnx.Rngs(0, dropout=1))
+    n(XS)
+    ref = MODES[mode](nnx, nnx.clone(n))
+    got = MODES[mode](fnnx, FlaxOuter(nnx.to_flax(n)))
+    assert_trees_equal(_calls(got), _calls(ref))

@@ -24,7 +24,7 @@ def _from_module(obj: Any) -> FlaxModule:
 def _flags_of(fnnx: Any, obj: Any, graphdef: Any) -> tuple[str, ...]:
   """The mode flags some Module of ``obj`` has (see ``FLAGS``)."""
   attributes = getattr(graphdef, "attributes", None)  # flax 0.12: [(name, attr), ...]
-  if isinstance(attributes, list):
+  if isinstance(attributes, list) and attributes:  # (empty from a tree-mode split)
     names = {a[0] for a in attributes if isinstance(a, tuple) and a}
   else:  # another layout of flax's GraphDef: look at the Modules themselves
     names = {k for _, m in fnnx.iter_modules(obj) for k in vars(m)}
