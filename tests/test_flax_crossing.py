@@ -395,3 +395,24 @@ def test_modes_cross_under_flax_tree_mode(mode):
     ref = MODES[mode](nnx, nnx.clone(n))
     got = MODES[mode](fnnx, FlaxOuter(nnx.to_flax(n)))
     assert_trees_equal(_calls(got), _calls(ref))
+
+
+# -- one public name per class --------------------------------------------------------------
+def test_the_equinox_form_of_a_flax_model_has_its_own_public_class():
+  import pickle
+
+  import equinox as eqx
+
+  f = ModeNet(fnnx.Rngs(0, dropout=1))
+  m = nnx.from_flax(f)
+  e, st = nnx.to_eqx_with_state(m)
+  assert isinstance(e, nnx.bridge.EqxFlaxModule) and isinstance(e, eqx.Module)
+  assert type(e).__name__ == "EqxFlaxModule" and type(m).__name__ == "FlaxModule"
+  assert not isinstance(e, nnx.bridge.FlaxModule)
+  assert type(nnx.to_eqx(fnnx.Linear(2, 2, rngs=fnnx.Rngs(0)))).__name__ == "EqxFlaxModule"
+  y, st = e(XS, st)
+  assert_trees_equal(y, f(XS))
+  back = nnx.from_eqx(e, st)
+  assert type(back) is nnx.bridge.FlaxModule
+  loaded = pickle.loads(pickle.dumps(e))  # made per layout; pickles by the call that made it
+  assert type(loaded) is type(e)

@@ -5,10 +5,14 @@ flax is optional: it is imported only inside these functions (``_import``), and
 top) is loaded from there on first use too. ``_types`` pairs Variable classes,
 ``_tree`` nests flat states into either library's containers,
 ``_flax_module`` holds :class:`FlaxModule` (the nnx_eqx Module holding a flax one),
-``_from_flax`` and ``_to_flax`` the two conversions. This package imports
+``_from_flax`` and ``_to_flax`` the two conversions, ``_counterparts`` the flax
+objects nnx_eqx has classes for (``Optimizer``, metrics), and ``_foreign`` the
+converter the graph layer calls on flax States, Variables and Variable classes
+(registered at import, acting only once flax is imported). This package imports
 nnx_eqx's lower layers by their package names and the bridge's ``_errors``; nothing
-else in nnx_eqx imports it but the bridge's ``__init__`` and ``_convert`` (which
-lets ``nnx.to_eqx`` take a flax.nnx Module).
+else in nnx_eqx imports it but the bridge's ``__init__``, ``_convert`` (which
+lets ``nnx.to_eqx`` take a flax.nnx Module) and ``_flax_form`` (the Equinox form's
+class).
 """
 
 from . import _foreign

@@ -79,6 +79,11 @@ def from_flax(obj: Any) -> Any:
     ``nnx.Param``, ``BatchStat``, ``Cache``, ``RngKey``, ...); a user subclass gets
     an nnx_eqx subclass of the same name, and :func:`to_flax` gives the flax class back.
   * A Module made by :func:`to_flax` gives back the nnx_eqx module it holds.
+  * A flax ``Optimizer`` becomes an ``nnx.Optimizer`` with the same ``tx``, step and
+    optax state (the same arrays, at the model's paths), so ``opt.update(m, grads)``
+    with ``m = nnx.from_flax(flax_model)`` resumes training where flax left it,
+    bitwise; flax's ``Average``, ``Welford``, ``Accuracy`` and ``MultiMetric`` become
+    nnx_eqx's, with their state.
 
   The result holds new Variables over the flax object's arrays (of any shape and
   dtype; nothing is copied): training it leaves the flax object as it was, and
@@ -89,14 +94,16 @@ def from_flax(obj: Any) -> Any:
       ``Rngs``, ``State`` or ``Variable``.
 
   Returns:
-    A :class:`FlaxModule`, an ``nnx.Rngs``, an ``nnx.State``, an nnx_eqx Variable, or
-    (for a :func:`to_flax` Module) the nnx_eqx module it holds.
+    A :class:`FlaxModule`, an ``nnx.Rngs``, an ``nnx.State``, an nnx_eqx Variable, an
+    ``nnx.Optimizer`` or metric, or (for a :func:`to_flax` Module) the nnx_eqx module
+    it holds.
 
   Raises:
     FlaxConversionError: ``obj`` is a flax Linen module (use flax's own
       ``flax.nnx.bridge``), an object of another library, a flax object whose state
-      cannot be held, or a root list whose elements share a Variable (the path and
-      the reason are named).
+      cannot be held, a root list whose elements share a Variable, or an optimizer
+      whose ``wrt`` filter has no nnx_eqx counterpart (the path and the reason are
+      named).
     FlaxNotInstalledError: flax is not installed (an ``ImportError`` naming
       ``pip install 'nnx_eqx[flax]'``).
 

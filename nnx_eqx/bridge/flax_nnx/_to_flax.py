@@ -38,6 +38,8 @@ def to_flax(module: Any) -> Any:
     class, structure and current values it holds.
   * A root ``nnx.List`` becomes a flax ``nnx.List`` of its elements, each converted
     (they must share no Variable; a Module holding the list has no such limit).
+  * An ``nnx.Optimizer`` becomes a flax ``Optimizer`` with the same ``tx``, step and
+    optax state, nnx_eqx's metrics flax's (the mirror images of :func:`from_flax`).
   * An ``nnx.Rngs`` becomes a flax ``Rngs`` with the same keys and counts; an
     ``nnx.State`` a flax ``State``; a Variable a flax Variable (types pair by name,
     user subclasses get a flax subclass of the same name).
@@ -56,8 +58,8 @@ def to_flax(module: Any) -> Any:
   Raises:
     FlaxConversionError: ``module`` is not an nnx_eqx object (a flax object needs no
       conversion; an Equinox model goes through ``nnx.from_eqx`` first), its state
-      holds something flax's cannot, or the elements of a root list share a Variable
-      (the paths are named).
+      holds something flax's cannot, the elements of a root list share a Variable,
+      or an optimizer's ``wrt`` filter has no flax counterpart (the paths are named).
     FlaxNotInstalledError: flax is not installed (an ``ImportError`` naming
       ``pip install 'nnx_eqx[flax]'``).
 

@@ -292,7 +292,8 @@ def merge(graphdef: GraphDef, *states: State, copy: bool = False) -> Any:
     graphdef: from :func:`split`.
     *states: States that together hold exactly the graph's leaf paths (for a
       GraphDef of a split Variable or value: that Variable or value). Raw
-      values in place of Variables are wrapped in new Variables.
+      values in place of Variables are wrapped in new Variables. flax.nnx States
+      are taken too, converted (new nnx_eqx Variables over the same arrays).
     copy: True to build new Variable objects (flax.nnx's ``copy``).
 
   Returns:
@@ -428,10 +429,14 @@ def update(node: Any, *states: State) -> None:
 
   Args:
     node: a graph node.
-    *states: States (or nested dicts of values) keyed by paths of ``node``.
+    *states: States (or nested dicts of values) keyed by paths of ``node``; a
+      flax.nnx ``State`` or Variable is taken too (converted as ``nnx.from_flax``
+      does: flax's paths, the paired Variable types, the same arrays).
 
   Raises:
     StateMismatchError: a path's parent is not in the graph.
+    FlaxConversionError: a flax State holds a leaf that is neither a Variable nor
+      an array (its path is named).
 
   Example:
     >>> import jax, nnx_eqx as nnx

@@ -39,9 +39,12 @@ def to_predicate(filter: Filter) -> Predicate:
   Returns:
     A predicate over ``(path, value)``.
 
+  A flax.nnx Variable class stands for nnx_eqx's paired class (``flax.nnx.Param``
+  -> ``nnx.Param``, a user subclass -> its nnx_eqx counterpart).
+
   Raises:
-    UnknownFilterError: if ``filter`` is none of the accepted forms, or is a type of
-      flax (flax.nnx Variable classes are not nnx_eqx's).
+    UnknownFilterError: if ``filter`` is none of the accepted forms, or is a class of
+      flax other than a Variable class (a flax Module class, say).
 
   Example:
     >>> import jax.numpy as jnp, nnx_eqx as nnx
