@@ -111,6 +111,20 @@ def test_filters_take_flax_variable_classes():
     nnx.state(m, fnnx.Linear)
 
 
+@TREE_MODE
+def test_states_cross_under_flax_tree_mode():
+  with fnnx.set_graph_mode(False):
+    f, g = _net(), Net(fnnx.Rngs(5, dropout=6))
+    f(X)
+    m = nnx.from_flax(g)
+    nnx.update(m, fnnx.state(f))
+    assert_trees_equal(m(X), f(X))
+    assert_trees_equal(nnx.state(m, fnnx.BatchStat), nnx.state(m, nnx.BatchStat))
+    fnnx.update(g, nnx.to_flax(nnx.state(m)))  # and back into flax, converted
+    assert all(isinstance(v.get_value(), jax.Array) for _, v in fnnx.to_flat_state(fnnx.state(g)))
+    assert_trees_equal(g(X), m(X))
+
+
 def test_update_refuses_a_flax_state_holding_other_leaves():
   st = fnnx.State({"a": fnnx.Param(jnp.ones(1)), "b": "text"})
   with pytest.raises(nnx.bridge.FlaxConversionError, match=r"\bb\b.*neither a Variable"):
@@ -192,6 +206,37 @@ def test_optimizer_of_a_native_model_crosses_with_a_native_model():
   m2 = nnx.Linear(3, 1, rngs=nnx.Rngs(0))
   opt2 = nnx.Optimizer(m2, optax.adam(1e-2), wrt=nnx.Param)
   assert_trees_equal(first + rest, [_nnx_step(m2, opt2) for _ in range(4)])
+
+
+def test_model_and_optimizer_crosses_with_its_model():
+  tx = optax.sgd(0.1, momentum=0.9)
+
+  @fnnx.jit
+  def flax_step(opt):
+    loss, grads = fnnx.value_and_grad(_loss)(opt.model)
+    opt.update(grads)
+    return loss
+
+  @nnx.jit
+  def nnx_step(opt):
+    loss, grads = nnx.value_and_grad(_loss)(opt.model)
+    opt.update(grads)
+    return loss
+
+  def fresh():
+    return fnnx.ModelAndOptimizer(_net(), tx, wrt=fnnx.Param)
+
+  ref = fresh()
+  ref = [flax_step(ref) for _ in range(6)]
+  fopt = fresh()
+  first = [flax_step(fopt) for _ in range(2)]
+  opt = nnx.from_flax(fopt)
+  assert type(opt) is nnx.ModelAndOptimizer and type(opt.model) is nnx.bridge.FlaxModule
+  middle = [nnx_step(opt) for _ in range(2)]
+  back = nnx.to_flax(opt)
+  assert type(back) is fnnx.ModelAndOptimizer and type(back.model) is Net
+  rest = [flax_step(back) for _ in range(2)]
+  assert_trees_equal(first + middle + rest, ref)
 
 
 def test_optimizer_wrt_without_a_counterpart_is_refused_by_name():

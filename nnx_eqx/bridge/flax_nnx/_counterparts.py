@@ -1,6 +1,7 @@
 """flax.nnx objects that have an nnx_eqx class of their own: converted to it, not held.
 
-A flax ``Optimizer`` becomes an ``nnx.Optimizer`` and a flax metric (``Average``,
+A flax ``Optimizer`` becomes an ``nnx.Optimizer`` (a ``ModelAndOptimizer`` nnx_eqx's,
+over the converted model) and a flax metric (``Average``,
 ``Welford``, ``Accuracy``, ``MultiMetric``) nnx_eqx's metric of the same name, with
 the same settings and state, so what runs next is nnx_eqx's own code on the same
 values: an optimizer's optax state (the same arrays, in nnx_eqx's ``OptState``
@@ -12,6 +13,7 @@ it, and runs its own code).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -21,9 +23,13 @@ from ...graph import State, Variable, state, update
 from ...module import Dict
 from ...training import Optimizer
 from ...training import metrics as nnx_metrics
+from ...training.optimizer import ModelAndOptimizer
 from .._errors import FlaxConversionError
 from ._import import flax_nnx
 from ._types import flax_type, nnx_type, to_flax_variable, to_nnx_variable
+
+Convert = Callable[[Any], Any]
+"""``nnx.from_flax`` or ``nnx.to_flax``, for what an object holds (a model)."""
 
 _SETTINGS = {"Average": ("argname",), "Welford": ("argname",), "Accuracy": ("threshold", "argname")}
 """The constructor arguments of each paired metric, kept as attributes on both sides."""
@@ -102,20 +108,26 @@ def _opt_state_to_flax(tree: Any) -> Any:
   return jax.tree.map(leaf, tree, is_leaf=lambda x: isinstance(x, (Variable, State)))
 
 
-def _optimizer_from_flax(obj: Any) -> Optimizer:
+def _optimizer_from_flax(obj: Any, convert: Convert) -> Optimizer:
   wrt = _filter(obj.wrt, nnx_type, "of the flax optimizer")
-  # built over no parameters, then given flax's transformation, step and optax state
-  opt = Optimizer(Dict(), optax.identity(), wrt=wrt, graph=obj.graph)
+  # built with no optax state, then given flax's transformation, step and optax state
+  if type(obj) is flax_nnx().ModelAndOptimizer:
+    opt: Optimizer = ModelAndOptimizer(convert(obj.model), optax.identity(), wrt=wrt)
+  else:
+    opt = Optimizer(Dict(), optax.identity(), wrt=wrt, graph=obj.graph)
   opt.tx = obj.tx
   opt.step.value = obj.step.get_value()
   vars(opt)["opt_state"] = _opt_state_from_flax(obj.opt_state)  # as Optimizer.__init__ keeps it
   return opt
 
 
-def _optimizer_to_flax(opt: Optimizer) -> Any:
+def _optimizer_to_flax(opt: Optimizer, convert: Convert) -> Any:
   fnnx = flax_nnx()
   wrt = _filter(opt.wrt, flax_type, "of the nnx_eqx optimizer")
-  out = fnnx.Optimizer(fnnx.Dict(), optax.identity(), wrt=wrt, graph=opt.graph)
+  if isinstance(opt, ModelAndOptimizer):
+    out = fnnx.ModelAndOptimizer(convert(opt.model), optax.identity(), wrt=wrt)
+  else:
+    out = fnnx.Optimizer(fnnx.Dict(), optax.identity(), wrt=wrt, graph=opt.graph)
   out.tx = opt.tx
   out.step = to_flax_variable(opt.step)
   out.opt_state = fnnx.data(_opt_state_to_flax(opt.opt_state))
@@ -123,9 +135,11 @@ def _optimizer_to_flax(opt: Optimizer) -> Any:
 
 
 # -- metrics ------------------------------------------------------------------------------
-def _metric_from_flax(obj: Any, ours: Any) -> Any | None:
+def _metric_from_flax(obj: Any, ours: Any, convert: Convert) -> Any | None:
   if ours is nnx_metrics.MultiMetric:
-    kids: dict[str, Any] = {n: from_flax_counterpart(getattr(obj, n)) for n in obj._metric_names}
+    kids: dict[str, Any] = {
+      n: from_flax_counterpart(getattr(obj, n), convert) for n in obj._metric_names
+    }
     return None if None in kids.values() else ours(**kids)
   out = ours(**{k: getattr(obj, k) for k in _SETTINGS[ours.__name__]})
   fnnx = flax_nnx()
@@ -136,10 +150,10 @@ def _metric_from_flax(obj: Any, ours: Any) -> Any | None:
   return out
 
 
-def _metric_to_flax(obj: Any, theirs: type) -> Any | None:
+def _metric_to_flax(obj: Any, theirs: type, convert: Convert) -> Any | None:
   fnnx = flax_nnx()
   if type(obj) is nnx_metrics.MultiMetric:
-    kids = {n: to_flax_counterpart(getattr(obj, n)) for n in obj._metric_names}
+    kids = {n: to_flax_counterpart(getattr(obj, n), convert) for n in obj._metric_names}
     return None if None in kids.values() else theirs(**kids)
   out = theirs(**{k: getattr(obj, k) for k in _SETTINGS[theirs.__name__]})
   flat = [(p, to_flax_variable(v)) for p, v in state(obj).flat_state()]
@@ -148,8 +162,9 @@ def _metric_to_flax(obj: Any, theirs: type) -> Any | None:
 
 
 # -- entry points -------------------------------------------------------------------------
-def from_flax_counterpart(obj: Any) -> Any | None:
-  """nnx_eqx's own object for a flax ``Optimizer`` or metric (see the module
+def from_flax_counterpart(obj: Any, convert: Convert) -> Any | None:
+  """nnx_eqx's own object for a flax ``Optimizer`` (or ``ModelAndOptimizer``, whose
+  model goes through ``convert``, i.e. ``nnx.from_flax``) or metric (see the module
   docstring); None for any other object (and for a ``MultiMetric`` holding a metric
   of another class).
 
@@ -157,20 +172,21 @@ def from_flax_counterpart(obj: Any) -> Any | None:
     FlaxConversionError: the optimizer's ``wrt`` filter has no nnx_eqx counterpart.
   """
   fnnx = flax_nnx()
-  if type(obj) is fnnx.Optimizer:
-    return _optimizer_from_flax(obj)
+  if type(obj) in (fnnx.Optimizer, fnnx.ModelAndOptimizer):
+    return _optimizer_from_flax(obj, convert)
   ours = _paired(obj, 0)
-  return None if ours is None else _metric_from_flax(obj, ours)
+  return None if ours is None else _metric_from_flax(obj, ours, convert)
 
 
-def to_flax_counterpart(obj: Any) -> Any | None:
-  """flax's own object for an ``nnx.Optimizer`` or metric; None for any other object.
+def to_flax_counterpart(obj: Any, convert: Convert) -> Any | None:
+  """flax's own object for an ``nnx.Optimizer`` (or ``ModelAndOptimizer``, whose model
+  goes through ``convert``, i.e. ``nnx.to_flax``) or metric; None for any other object.
 
   Raises:
     FlaxConversionError: the optimizer's ``wrt`` filter has no flax counterpart.
     FlaxNotInstalledError: flax is not installed.
   """
-  if type(obj) is Optimizer:
-    return _optimizer_to_flax(obj)
+  if type(obj) in (Optimizer, ModelAndOptimizer):
+    return _optimizer_to_flax(obj, convert)
   theirs = _paired(obj, 1)
-  return None if theirs is None else _metric_to_flax(obj, theirs)
+  return None if theirs is None else _metric_to_flax(obj, theirs, convert)

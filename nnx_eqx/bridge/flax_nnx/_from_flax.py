@@ -145,7 +145,7 @@ def from_flax(obj: Any) -> Any:
     return _from_rngs(obj)
   if type(obj) is fnnx.List:  # integer keys cannot be a FlaxModule's attributes
     return List(_tree.each(list(obj), _element, _variables))
-  native = from_flax_counterpart(obj)  # an Optimizer or metric: nnx_eqx's own class
+  native = from_flax_counterpart(obj, from_flax)  # an Optimizer or metric: nnx_eqx's own class
   if native is not None:
     return native
   if fnnx.graph.is_graph_node(obj):

@@ -97,7 +97,7 @@ def to_flax(module: Any) -> Any:
       f" {describe(module)}. Fix: pass the nnx_eqx model (an Equinox model converts"
       " with `nnx.to_flax(nnx.from_eqx(eqx_model))`)."
     )
-  native = to_flax_counterpart(module)  # an Optimizer or metric: flax's own class
+  native = to_flax_counterpart(module, to_flax)  # an Optimizer or metric: flax's own class
   if native is not None:
     return native
   side = flax_side()
