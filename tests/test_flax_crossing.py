@@ -321,38 +321,29 @@ def test_rngs_cross_with_keys_and_counts():
 
 
 # -- modes reach every layer ----------------------------------------------------------------
-class ModeNet(fnnx.Module):
-  """Dropout, BatchNorm and attention (its own ``deterministic`` flag), in a list too."""
+def _mode_net(lib):
+  """Dropout, BatchNorm and attention (its own ``deterministic`` flag), in a list too:
+  the same model written with flax.nnx or with nnx_eqx (``lib``), whose APIs agree."""
 
-  def __init__(self, rngs: fnnx.Rngs):
-    self.l1 = fnnx.Linear(3, 4, rngs=rngs)
-    self.bn = fnnx.BatchNorm(4, rngs=rngs)
-    self.att = fnnx.MultiHeadAttention(
-      2, 4, dropout_rate=0.5, decode=False, deterministic=False, rngs=rngs
-    )
-    self.blocks = fnnx.List([fnnx.Dropout(0.4, rngs=rngs), fnnx.BatchNorm(4, rngs=rngs)])
+  class ModeNet(lib.Module):
+    def __init__(self, rngs):
+      self.l1 = lib.Linear(3, 4, rngs=rngs)
+      self.bn = lib.BatchNorm(4, rngs=rngs)
+      self.att = lib.MultiHeadAttention(
+        2, 4, dropout_rate=0.5, decode=False, deterministic=False, rngs=rngs
+      )
+      self.blocks = lib.List([lib.Dropout(0.4, rngs=rngs), lib.BatchNorm(4, rngs=rngs)])
 
-  def __call__(self, x):
-    x = self.att(self.bn(self.l1(x)))
-    for b in self.blocks:
-      x = b(x)
-    return x
+    def __call__(self, x):
+      x = self.att(self.bn(self.l1(x)))
+      for b in self.blocks:
+        x = b(x)
+      return x
+
+  return ModeNet
 
 
-class NnxModeNet(nnx.Module):
-  def __init__(self, rngs: nnx.Rngs):
-    self.l1 = nnx.Linear(3, 4, rngs=rngs)
-    self.bn = nnx.BatchNorm(4, rngs=rngs)
-    self.att = nnx.MultiHeadAttention(
-      2, 4, dropout_rate=0.5, decode=False, deterministic=False, rngs=rngs
-    )
-    self.blocks = nnx.List([nnx.Dropout(0.4, rngs=rngs), nnx.BatchNorm(4, rngs=rngs)])
-
-  def __call__(self, x):
-    x = self.att(self.bn(self.l1(x)))
-    for b in self.blocks:
-      x = b(x)
-    return x
+ModeNet, NnxModeNet = _mode_net(fnnx), _mode_net(nnx)
 
 
 class Outer(nnx.Module):
@@ -448,16 +439,19 @@ def test_the_equinox_form_of_a_flax_model_has_its_own_public_class():
 
   import equinox as eqx
 
-  f = ModeNet(fnnx.Rngs(0, dropout=1))
+  f = _net()
   m = nnx.from_flax(f)
   e, st = nnx.to_eqx_with_state(m)
   assert isinstance(e, nnx.bridge.EqxFlaxModule) and isinstance(e, eqx.Module)
   assert type(e).__name__ == "EqxFlaxModule" and type(m).__name__ == "FlaxModule"
   assert not isinstance(e, nnx.bridge.FlaxModule)
   assert type(nnx.to_eqx(fnnx.Linear(2, 2, rngs=fnnx.Rngs(0)))).__name__ == "EqxFlaxModule"
-  y, st = e(XS, st)
-  assert_trees_equal(y, f(XS))
+  y, st = e(X, st)
+  assert_trees_equal(y, f(X))
   back = nnx.from_eqx(e, st)
   assert type(back) is nnx.bridge.FlaxModule
-  loaded = pickle.loads(pickle.dumps(e))  # made per layout; pickles by the call that made it
-  assert type(loaded) is type(e)
+  # made per layout, the class pickles by the call that made it
+  plain = nnx.to_eqx(fnnx.Linear(2, 2, rngs=fnnx.Rngs(0)))
+  loaded = pickle.loads(pickle.dumps(plain))
+  assert type(loaded) is type(plain) and isinstance(loaded, nnx.bridge.EqxFlaxModule)
+  assert_trees_equal(loaded(jnp.ones(2)), plain(jnp.ones(2)))
