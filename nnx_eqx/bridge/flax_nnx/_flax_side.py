@@ -18,6 +18,7 @@ from flax.nnx.pytreelib import is_data as flax_is_data
 
 from ...graph import split
 from ...module import Module
+from ...module._views import set_mode_flags, view_keywords
 from . import _copy
 from ._flax_module import NNX
 from ._types import to_flax_variable
@@ -88,6 +89,16 @@ class NnxEqxModule(fnnx.Module):
   def eval(self, **attributes: Any) -> None:
     """nnx_eqx's ``eval`` on the held module."""
     self.nnx_call("eval", **attributes)
+
+  def set_view(self, **kwargs: Any) -> None:
+    """This layer's step of flax's ``nnx.view``: the nnx_eqx class's own ``set_view``
+    run on the rebuilt module with the keywords it takes, or, for a class without one
+    (nnx_eqx's layers), the mode flags this layer holds set (None keeps a flag)."""
+    own = getattr(self.nnx_type, "set_view", None)
+    if own is None:
+      set_mode_flags(self, kwargs, functools.partial(setattr, self))
+    else:
+      self.nnx_call("set_view", **view_keywords(own, kwargs)[0])
 
 
 def _has_state(v: Any) -> bool:

@@ -7,6 +7,7 @@ from typing import Any
 from ...graph import State, Variable
 from ...module import Module, Rngs
 from .._errors import FlaxConversionError, fmt_path
+from ._counterparts import from_flax_counterpart
 from ._import import describe, flax_nnx, flax_side, is_flax_object, is_linen
 from ._types import to_nnx_variable
 
@@ -70,6 +71,11 @@ def from_flax(obj: Any) -> Any:
     ``nnx.Param``, ``BatchStat``, ``Cache``, ``RngKey``, ...); a user subclass gets
     an nnx_eqx subclass of the same name, and :func:`to_flax` gives the flax class back.
   * A Module made by :func:`to_flax` gives back the nnx_eqx module it holds.
+  * A flax ``Optimizer`` becomes an ``nnx.Optimizer`` with the same ``tx``, step and
+    optax state (the same arrays, at the model's paths), so ``opt.update(m, grads)``
+    with ``m = nnx.from_flax(flax_model)`` resumes training where flax left it,
+    bitwise; flax's ``Average``, ``Welford``, ``Accuracy`` and ``MultiMetric`` become
+    nnx_eqx's, with their state.
 
   The result holds new Variables over the flax object's arrays (of any shape and
   dtype; nothing is copied): training it leaves the flax object as it was, and
@@ -80,14 +86,16 @@ def from_flax(obj: Any) -> Any:
       ``Rngs``, ``State`` or ``Variable``.
 
   Returns:
-    A :class:`FlaxModule`, an ``nnx.Rngs``, an ``nnx.State``, an nnx_eqx Variable, or
-    (for a :func:`to_flax` Module) the nnx_eqx module it holds.
+    A :class:`FlaxModule`, an ``nnx.Rngs``, an ``nnx.State``, an nnx_eqx Variable, an
+    ``nnx.Optimizer`` or metric, or (for a :func:`to_flax` Module) the nnx_eqx module
+    it holds.
 
   Raises:
     FlaxConversionError: ``obj`` is a flax Linen module (use flax's own
       ``flax.nnx.bridge``), an object of another library, a flax object whose state
       cannot be held (a Python number marked ``nnx.data``, state under a name a
-      FlaxModule has itself; the path and the reason are named).
+      FlaxModule has itself), or an optimizer whose ``wrt`` filter has no nnx_eqx
+      counterpart (the path and the reason are named).
     FlaxNotInstalledError: flax is not installed (an ``ImportError`` naming
       ``pip install 'nnx_eqx[flax]'``).
 
@@ -132,6 +140,9 @@ def from_flax(obj: Any) -> Any:
     return State.from_flat_path([(p, nnx_leaf(p, v)) for p, v in fnnx.to_flat_state(obj)])
   if isinstance(obj, fnnx.Rngs):
     return _from_rngs(obj)
+  native = from_flax_counterpart(obj, from_flax)  # an Optimizer or metric: nnx_eqx's own class
+  if native is not None:
+    return native
   if fnnx.graph.is_graph_node(obj):
     return flax_side().from_flax_graph(obj)
   raise FlaxConversionError(

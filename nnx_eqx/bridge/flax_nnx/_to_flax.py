@@ -7,6 +7,7 @@ from typing import Any
 from ...graph import State, Variable, is_graph_node
 from ...module import Rngs
 from .._errors import FlaxConversionError
+from ._counterparts import to_flax_counterpart
 from ._flax_module import FlaxModule
 from ._import import describe, flax_nnx, flax_side, is_flax_object
 from ._types import to_flax_variable
@@ -31,6 +32,8 @@ def to_flax(module: Any) -> Any:
     class, structure and current values it holds.
   * A root ``nnx.List`` becomes a flax ``nnx.List`` of its elements, converted
     together (sharing between them kept).
+  * An ``nnx.Optimizer`` becomes a flax ``Optimizer`` with the same ``tx``, step and
+    optax state, nnx_eqx's metrics flax's (the mirror images of :func:`from_flax`).
   * An ``nnx.Rngs`` becomes a flax ``Rngs`` with the same keys and counts; an
     ``nnx.State`` a flax ``State``; a Variable a flax Variable (types pair by name,
     user subclasses get a flax subclass of the same name).
@@ -48,8 +51,9 @@ def to_flax(module: Any) -> Any:
 
   Raises:
     FlaxConversionError: ``module`` is not an nnx_eqx object (a flax object needs no
-      conversion; an Equinox model goes through ``nnx.from_eqx`` first), or its state
-      holds something flax's cannot (the path is named).
+      conversion; an Equinox model goes through ``nnx.from_eqx`` first), its state
+      holds something flax's cannot, or an optimizer's ``wrt`` filter has no flax
+      counterpart (the path is named).
     FlaxNotInstalledError: flax is not installed (an ``ImportError`` naming
       ``pip install 'nnx_eqx[flax]'``).
 
@@ -87,6 +91,9 @@ def to_flax(module: Any) -> Any:
       f" {describe(module)}. Fix: pass the nnx_eqx model (an Equinox model converts"
       " with `nnx.to_flax(nnx.from_eqx(eqx_model))`)."
     )
+  native = to_flax_counterpart(module, to_flax)  # an Optimizer or metric: flax's own class
+  if native is not None:
+    return native
   side = flax_side()
   if type(module) is Rngs:
     return side.rngs_to_flax(module)

@@ -21,6 +21,7 @@ from .. import _version
 from .._errors import GraphStructureError, StateMismatchError, flax_type_note
 from ..pytree import _view as _pytree_view
 from ..state._filters import Filter, to_predicate
+from ..state._foreign import foreign_states
 from ..state._state import FlatState, State, _flatten_into
 from ..tracing._lost_updates import COPY_MARK, note_write
 from ..tracing._traces import current_trace
@@ -291,7 +292,8 @@ def merge(graphdef: GraphDef, *states: State, copy: bool = False) -> Any:
     graphdef: from :func:`split`.
     *states: States that together hold exactly the graph's leaf paths (for a
       GraphDef of a split Variable or value: that Variable or value). Raw
-      values in place of Variables are wrapped in new Variables.
+      values in place of Variables are wrapped in new Variables. flax.nnx States
+      are taken too, converted (new nnx_eqx Variables over the same arrays).
     copy: True to build new Variable objects (flax.nnx's ``copy``).
 
   Returns:
@@ -317,6 +319,7 @@ def merge(graphdef: GraphDef, *states: State, copy: bool = False) -> Any:
     )
   if not states:
     raise TypeError("merge() missing 1 required positional argument: 'state'")
+  states = foreign_states(states)  # flax.nnx States/Variables, converted
   reuse = None if copy else KEEP_VARIABLES
   if len(graphdef.paths) == 1 and not graphdef.paths[0]:  # a split Variable or value
     leaf = _root_leaf_of(states)
@@ -426,10 +429,14 @@ def update(node: Any, *states: State) -> None:
 
   Args:
     node: a graph node.
-    *states: States (or nested dicts of values) keyed by paths of ``node``.
+    *states: States (or nested dicts of values) keyed by paths of ``node``; a
+      flax.nnx ``State`` or Variable is taken too (converted as ``nnx.from_flax``
+      does: flax's paths, the paired Variable types, the same arrays).
 
   Raises:
     StateMismatchError: a path's parent is not in the graph.
+    FlaxConversionError: a flax State holds a leaf that is neither a Variable nor
+      an array (its path is named).
 
   Example:
     >>> import jax, nnx_eqx as nnx
@@ -439,6 +446,7 @@ def update(node: Any, *states: State) -> None:
     >>> float(model.kernel.value.sum())
     0.0
   """
+  states = foreign_states(states)  # flax.nnx States/Variables, converted
   w = walk(node, leaf_root=True)
   if _is_root_leaf(w) and isinstance(w.slots[0], Variable):  # a split Variable
     new_leaf = _root_leaf_of(states)
