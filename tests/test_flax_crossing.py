@@ -433,6 +433,52 @@ def test_modes_cross_under_flax_tree_mode(mode):
     assert_trees_equal(_calls(got), _calls(ref))
 
 
+class Scaled(fnnx.Module):
+  """A flax layer whose own ``set_view`` takes a keyword that is no mode flag."""
+
+  def __init__(self):
+    self.scale = 1.0
+
+  def set_view(self, scale=None):
+    if scale is not None:
+      self.scale = scale
+
+  def __call__(self, x):
+    return x * self.scale
+
+
+class NnxScaled(nnx.Module):
+  """The same layer written with nnx_eqx."""
+
+  def __init__(self):
+    self.scale = 1.0
+
+  def set_view(self, scale=None):
+    if scale is not None:
+      self.scale = scale
+
+  def __call__(self, x):
+    return x * self.scale
+
+
+def test_nnx_view_runs_a_flax_layers_own_set_view():
+  f = FlaxOuter(Scaled())
+  m = nnx.from_flax(f)
+  got = nnx.view(m, scale=3.0)
+  assert (got.inner.scale, m.inner.scale) == (3.0, 1.0)  # the original keeps its setting
+  assert_trees_equal(got(jnp.ones(2)), fnnx.view(f, scale=3.0)(jnp.ones(2)))
+  assert_trees_equal(got(jnp.ones(2)), jnp.full(2, 3.0))
+
+
+def test_flax_view_runs_an_nnx_eqx_layers_own_set_view():
+  n = Outer(NnxScaled())
+  f = nnx.to_flax(n)
+  got = fnnx.view(f, scale=3.0)
+  assert (got.inner.scale, f.inner.scale) == (3.0, 1.0)
+  assert_trees_equal(got(jnp.ones(2)), nnx.view(n, scale=3.0)(jnp.ones(2)))
+  assert_trees_equal(got(jnp.ones(2)), jnp.full(2, 3.0))
+
+
 # -- one public name per class --------------------------------------------------------------
 def test_the_equinox_form_of_a_flax_model_has_its_own_public_class():
   import pickle

@@ -23,13 +23,36 @@ from . import _copy
 from ._flax_module import NNX
 from ._types import to_flax_variable
 
-_OWN = ("nnx_type", "nnx_private")
+_OWN = ("nnx_class", "nnx_private")
 _STATE = "_pytree__state"  # flax's per-object record: made anew for each rebuilt Module
 _NODES = "_pytree__nodes"  # flax's table {attribute: is data} of a Pytree
 
 
 def _bookkeeping(name: Any) -> bool:
   return isinstance(name, str) and name.startswith(("_pytree__", "_object__"))
+
+
+class NnxClass:
+  """The nnx_eqx class an :class:`NnxEqxModule` holds, as the static value flax sees:
+  no class itself, since flax's ``nnx.view`` visits every static value and would
+  call a class's own ``set_view`` unbound."""
+
+  __slots__ = ("cls",)
+
+  def __init__(self, cls: type):
+    self.cls = cls
+
+  def __eq__(self, other: object) -> bool:
+    return type(other) is NnxClass and other.cls is self.cls
+
+  def __hash__(self) -> int:
+    return hash(self.cls)
+
+  def __reduce__(self) -> Any:
+    return NnxClass, (self.cls,)
+
+  def __repr__(self) -> str:
+    return f"NnxClass({self.cls.__module__}.{self.cls.__qualname__})"
 
 
 class NnxEqxModule(fnnx.Module):
@@ -45,19 +68,26 @@ class NnxEqxModule(fnnx.Module):
   ``jit``, ``grad``, ``Optimizer`` and the rest see ordinary flax Modules.
 
   Attributes:
-    nnx_type: the class of the nnx_eqx module.
+    nnx_type: the class of the nnx_eqx module (held as ``nnx_class``, a static
+      :class:`NnxClass`).
     nnx_private: what the module keeps besides its attributes, to rebuild it.
   """
 
   def __init__(self, nnx_type: type):
-    self.nnx_type = nnx_type
+    self.nnx_class = NnxClass(nnx_type)
+
+  @property
+  def nnx_type(self) -> type:
+    """The class of the nnx_eqx module."""
+    return self.__dict__["nnx_class"].cls
 
   def __call__(self, *args: Any, **kwargs: Any) -> Any:
     """Calls the nnx_eqx module (see the class docstring)."""
     return self.nnx_call("__call__", *args, **kwargs)
 
   def __getattr__(self, name: str) -> Any:
-    cls = self.__dict__.get("nnx_type")
+    held = self.__dict__.get("nnx_class")
+    cls = None if held is None else held.cls
     found = getattr(cls, name, None) if cls is not None and not name.startswith("_") else None
     if isinstance(found, property):  # (read on the rebuilt object)
       return self.nnx_call("__getattribute__", name)
@@ -226,14 +256,14 @@ class FlaxSide(_copy.Side):
     # records each attribute's kind; ``set_private`` writes flax's table once)
     w = _impl(NnxEqxModule).create_empty(NnxEqxModule)
     object.__setattr__(w, _STATE, PytreeState())
-    object.__setattr__(w, "nnx_type", cls)
-    object.__setattr__(w, _NODES, {"nnx_type": False, "nnx_private": False})  # (being made)
+    object.__setattr__(w, "nnx_class", NnxClass(cls))
+    object.__setattr__(w, _NODES, {"nnx_class": False, "nnx_private": False})  # (being made)
     return w
 
   def wrapped(self, w: Any) -> tuple[type, tuple, list]:
     d = vars(w)
     attrs = [(k, v) for k, v in d.items() if k not in _OWN and not _bookkeeping(k)]
-    return d["nnx_type"], d["nnx_private"].items, attrs
+    return d["nnx_class"].cls, d["nnx_private"].items, attrs
 
   def set_wrapped(self, w: Any, name: str, value: Any, is_data: bool) -> None:
     kinds = vars(w)[_NODES]
