@@ -470,6 +470,21 @@ def test_nnx_view_runs_a_flax_layers_own_set_view():
   assert_trees_equal(got(jnp.ones(2)), jnp.full(2, 3.0))
 
 
+def test_nnx_view_leaves_a_flax_layer_without_set_view_as_flax_view_does():
+  class Flagged(fnnx.Module):  # a mode flag, but no set_view: flax's view passes it by
+    def __init__(self):
+      self.deterministic = False
+
+    def __call__(self, x):
+      return x if self.deterministic else -x
+
+  f = FlaxOuter(Flagged())
+  got = nnx.view(nnx.from_flax(f), deterministic=True)
+  ref = fnnx.view(f, deterministic=True, raise_if_not_found=False)
+  assert got.inner.deterministic is ref.inner.deterministic is False
+  assert_trees_equal(got(jnp.ones(2)), ref(jnp.ones(2)))
+
+
 def test_flax_view_runs_an_nnx_eqx_layers_own_set_view():
   n = Outer(NnxScaled())
   f = nnx.to_flax(n)

@@ -6,7 +6,7 @@ import functools
 from typing import Any
 
 from ...module import Module
-from ...module._views import set_mode_flags, view_keywords
+from ...module._views import view_keywords
 from . import _copy
 from ._import import flax_side
 from ._nnx_side import NnxSide
@@ -112,14 +112,12 @@ class FlaxModule(Module):
     self.flax_call("eval", **attributes)
 
   def set_view(self, **kwargs: Any) -> None:
-    """This layer's step of ``nnx.view`` (or ``nnx.with_attributes``'s caller): the
-    flax class's own ``set_view`` run on the rebuilt Module with the keywords it takes
-    (flax's ``Dropout``, ``BatchNorm``, attention layers; None keeps a flag), or,
-    for a class without one, the mode flags this layer holds set."""
+    """This layer's step of ``nnx.view``, as flax's ``nnx.view`` takes it: the flax
+    class's own ``set_view`` run on the rebuilt Module with the keywords it takes
+    (flax's ``Dropout``, ``BatchNorm``, attention layers; None keeps a flag); a class
+    without one is left as it is."""
     own = getattr(self.flax_type, "set_view", None)
-    if own is None:
-      set_mode_flags(self, kwargs)
-    else:
+    if own is not None:
       self.flax_call("set_view", **view_keywords(own, kwargs)[0])
 
 

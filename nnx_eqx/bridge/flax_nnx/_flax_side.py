@@ -121,9 +121,10 @@ class NnxEqxModule(fnnx.Module):
     self.nnx_call("eval", **attributes)
 
   def set_view(self, **kwargs: Any) -> None:
-    """This layer's step of flax's ``nnx.view``: the nnx_eqx class's own ``set_view``
-    run on the rebuilt module with the keywords it takes, or, for a class without one
-    (nnx_eqx's layers), the mode flags this layer holds set (None keeps a flag)."""
+    """This layer's step of flax's ``nnx.view``, as nnx_eqx's ``nnx.view`` takes it:
+    the nnx_eqx class's own ``set_view`` run on the rebuilt module with the keywords
+    it takes, or, for a class without one (nnx_eqx's layers), the mode flags this
+    layer holds set (None keeps a flag)."""
     own = getattr(self.nnx_type, "set_view", None)
     if own is None:
       set_mode_flags(self, kwargs, functools.partial(setattr, self))
