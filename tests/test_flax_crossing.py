@@ -433,32 +433,25 @@ def test_modes_cross_under_flax_tree_mode(mode):
     assert_trees_equal(_calls(got), _calls(ref))
 
 
-class Scaled(fnnx.Module):
-  """A flax layer whose own ``set_view`` takes a keyword that is no mode flag."""
+def _scaled(lib):
+  """A layer whose own ``set_view`` takes a keyword that is no mode flag, written with
+  flax.nnx or with nnx_eqx (``lib``)."""
 
-  def __init__(self):
-    self.scale = 1.0
+  class Scaled(lib.Module):
+    def __init__(self):
+      self.scale = 1.0
 
-  def set_view(self, scale=None):
-    if scale is not None:
-      self.scale = scale
+    def set_view(self, scale=None):
+      if scale is not None:
+        self.scale = scale
 
-  def __call__(self, x):
-    return x * self.scale
+    def __call__(self, x):
+      return x * self.scale
+
+  return Scaled
 
 
-class NnxScaled(nnx.Module):
-  """The same layer written with nnx_eqx."""
-
-  def __init__(self):
-    self.scale = 1.0
-
-  def set_view(self, scale=None):
-    if scale is not None:
-      self.scale = scale
-
-  def __call__(self, x):
-    return x * self.scale
+Scaled, NnxScaled = _scaled(fnnx), _scaled(nnx)
 
 
 def test_nnx_view_runs_a_flax_layers_own_set_view():
