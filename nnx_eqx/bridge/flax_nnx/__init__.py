@@ -13,10 +13,10 @@ metrics) to those classes, and ``_foreign`` is the converter the graph layer cal
 flax States, Variables and Variable classes (registered at import, acting only once
 flax is imported). This package imports nnx_eqx's lower layers by their package
 names (``_nnx_side`` also two internals ``nnx.merge`` uses: the current trace, the
-data test; ``_flax_module`` and ``_flax_side`` the one Module step of ``nnx.view``)
-and the bridge's ``_errors``; nothing else in nnx_eqx imports it but the bridge's ``__init__``,
-``_convert`` (which lets ``nnx.to_eqx`` take a flax.nnx Module) and ``_flax_form``
-(the Equinox form's class).
+data test; ``_flax_module`` and ``_flax_side`` the one-Module step of ``nnx.view``)
+and the bridge's ``_errors``; nothing else in nnx_eqx imports it but the bridge's
+``__init__``, ``_convert`` (which lets ``nnx.to_eqx`` take a flax.nnx Module) and
+``_flax_form`` (the Equinox form's class).
 """
 
 from . import _foreign

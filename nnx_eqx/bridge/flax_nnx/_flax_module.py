@@ -34,7 +34,8 @@ class FlaxModule(Module):
   of Variables. ``train()``, ``eval()`` and ``set_attributes(...)`` run flax's own
   versions (filters are flax's); the mode flags (``deterministic``,
   ``use_running_average``) are attributes of the layers that have them, so
-  ``train()``/``eval()`` of an nnx_eqx model holding a FlaxModule reach them too.
+  ``train()``/``eval()`` of an nnx_eqx model holding a FlaxModule reach them too,
+  and ``nnx.view`` runs each layer's own flax ``set_view``.
 
   Attributes:
     flax_type: the class of the flax Module.
