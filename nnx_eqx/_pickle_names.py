@@ -169,6 +169,11 @@ def _rename(obj: Any, old: str, new: str) -> None:
   obj.__module__ = new
   if not isinstance(obj, type):
     return
+  # ``inspect`` reads a class's source from the file of its ``__module__`` at its
+  # ``__firstlineno__``: in the new module's file that line is another one (a
+  # docstring, say, on which griffe's tokenizer fails), so the class has none there.
+  if "__firstlineno__" in vars(obj):
+    delattr(obj, "__firstlineno__")
   for attr in vars(obj).values():
     inner = [attr]
     if isinstance(attr, staticmethod | classmethod):

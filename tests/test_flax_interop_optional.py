@@ -74,8 +74,8 @@ def test_without_flax_the_flax_doctest_examples_are_skipped():
   """conftest.py skips a doctest's examples from its first flax import on (the rest run),
   and does not import the bridge's flax side."""
   root = pathlib.Path(__file__).resolve().parents[1]
-  # _flax_side.py (flax at its top) is not collected; FlaxModule's docstring is collected
-  # from the bridge's namespace, the module its class names (nnx_eqx.bridge.FlaxModule)
+  # _flax_side.py (flax at its top) is not collected; the docstrings of FlaxModule and
+  # EqxFlaxModule are collected from the bridge's namespace, the module their classes name
   files = ["nnx_eqx/bridge/flax_nnx", "nnx_eqx/bridge/__init__.py", "-k", "flax"]
   r = subprocess.run(
     [
@@ -92,4 +92,5 @@ def test_without_flax_the_flax_doctest_examples_are_skipped():
     cwd=root,
   )
   assert r.returncode == 0, r.stdout + r.stderr
-  assert "3 passed" in r.stdout, r.stdout  # each docstring: its lines before the flax import
+  # from_flax, to_flax, FlaxModule, EqxFlaxModule: each its lines before the flax import
+  assert "4 passed" in r.stdout, r.stdout

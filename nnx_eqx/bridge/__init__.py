@@ -14,6 +14,7 @@ graph, module, nn and training layers, never ``legacy``.
 from .layers import _converters
 from .layers._attention import MultiheadAttention as MultiheadAttention
 from .convert._bridged import NnxModule as NnxModule
+from .convert._flax_form import EqxFlaxModule as EqxFlaxModule
 from .walk._context import FromEqxContext as FromEqxContext
 from .walk._to_eqx import ToEqxContext as ToEqxContext
 from .convert._convert import from_eqx as from_eqx

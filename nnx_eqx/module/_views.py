@@ -86,6 +86,31 @@ def _accepted(fn) -> tuple[set[str], bool]:
   return named, any(p.kind == p.VAR_KEYWORD for p in params)
 
 
+def view_keywords(fn: Any, kwargs: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
+  """The keywords of ``kwargs`` that the ``set_view`` method ``fn`` takes (all of them
+  if it takes ``**kwargs``), and the names it uses."""
+  named, var_kw = _accepted(fn)
+  if var_kw:
+    return kwargs, set(kwargs)
+  return {k: v for k, v in kwargs.items() if k in named}, named
+
+
+def set_mode_flags(m: Any, kwargs: dict[str, Any], write: Any = None) -> set[str]:
+  """``nnx.view``'s step for a Module ``m`` with no ``set_view``: the keywords naming a
+  mode flag it holds are set (``write(name, value)``, by default into ``__dict__``;
+  None keeps the flag, as flax.nnx's built-in ``set_view`` methods do). Returns the
+  keywords used."""
+  d = vars(m)
+  used = {k for k in kwargs if k in MODE_FLAGS and k in d}
+  for k in used:
+    if kwargs[k] is not None:
+      if write is None:
+        d[k] = kwargs[k]
+      else:
+        write(k, kwargs[k])
+  return used
+
+
 def view(
   node: A,
   /,
@@ -132,16 +157,12 @@ def view(
     if not pred(path, m):
       return
     fn = _own_set_view(m)
-    if fn is not None:
-      named, var_kw = _accepted(fn)
-      fn(m, **(kwargs if var_kw else {k: v for k, v in kwargs.items() if k in named}))
-      remaining.difference_update(kwargs if var_kw else named)
+    if fn is None:
+      remaining.difference_update(set_mode_flags(m, kwargs))
       return
-    for k, v in kwargs.items():
-      if k in MODE_FLAGS and k in m.__dict__:
-        if v is not None:  # None keeps the flag, as flax.nnx's built-in ``set_view`` methods do
-          m.__dict__[k] = v
-        remaining.discard(k)
+    taken, used = view_keywords(fn, kwargs)
+    fn(m, **taken)
+    remaining.difference_update(used)
 
   out = _copy_graph(node, visit, {})
   if raise_if_not_found and remaining:

@@ -38,6 +38,7 @@ from ..walk._eqx_state import is_index
 from ..walk._iter import any_leaf, fold
 from ..walk._to_eqx import ToEqxContext
 from . import _modes
+from ._forms import form_base
 from ._pickling import made_class
 from ._static import StaticField, box, is_hashable
 
@@ -101,6 +102,8 @@ def bridged_class(
   if cls is not None:
     return cls
   mode_fields = (_modes.FIELD, _modes.BASE) if modes else ()
+  base = form_base(nnx_type) or NnxModule  # (a public class of nnx_eqx: see _forms)
+  named = nnx_type if base is NnxModule else base
   ns: dict[str, Any] = {
     "__annotations__": {
       **{k: Any for k in dynamic},
@@ -115,8 +118,8 @@ def bridged_class(
     **{k: eqx.field(static=True) for k in static},
     **({_modes.BASE: eqx.field(static=True), "_nnx_mode_names": modes} if modes else {}),
     "nnx_type": nnx_type,
-    "__module__": nnx_type.__module__,
-    "__qualname__": nnx_type.__qualname__,
+    "__module__": named.__module__,
+    "__qualname__": named.__qualname__,
     "__doc__": f"Equinox form of the NNX module {nnx_type.__qualname__} (see nnx.to_eqx).",
   }
   for name, attr in _members(nnx_type):
@@ -126,7 +129,7 @@ def bridged_class(
       ns[name] = _wrap_property(name)
     elif callable(attr) and not isinstance(attr, (staticmethod, classmethod, type)):
       ns[name] = _wrap_method(name, attr)
-  cls = made_class(bridged_class, key, nnx_type.__name__, NnxModule, ns)
+  cls = made_class(bridged_class, key, named.__name__, base, ns)
   for k in boxed:  # after the dataclass transform, which would take it for a default
     setattr(cls, k, StaticField(k))
   if modes:

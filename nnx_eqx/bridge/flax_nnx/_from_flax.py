@@ -5,29 +5,28 @@ from __future__ import annotations
 from typing import Any
 
 from ...graph import State, Variable
-from ...module import Dict, List, Module, Rngs
-from .._errors import FlaxConversionError
-from . import _tree
-from ._flax_module import FLAGS, FlaxModule, nnx_leaf, reserved
+from ...module import Module, Rngs
+from .._errors import FlaxConversionError, fmt_path
+from ._counterparts import from_flax_counterpart
 from ._import import describe, flax_nnx, flax_side, is_flax_object, is_linen
 from ._types import to_nnx_variable
 
 
-def _from_module(obj: Any) -> FlaxModule:
-  fnnx = flax_nnx()
-  graphdef, st = fnnx.split(obj)
-  kids = _tree.children(_tree.nest(fnnx.to_flat_state(st)), reserved, nnx_leaf, Dict, List)
-  return FlaxModule(graphdef, type(obj), kids, _flags_of(fnnx, obj, graphdef))
+def nnx_leaf(path: tuple, leaf: Any) -> Any:
+  """A leaf of a flax ``State`` as nnx_eqx's (a Variable converted, an array as is).
 
-
-def _flags_of(fnnx: Any, obj: Any, graphdef: Any) -> tuple[str, ...]:
-  """The mode flags some Module of ``obj`` has (see ``FLAGS``)."""
-  attributes = getattr(graphdef, "attributes", None)  # flax 0.12: [(name, attr), ...]
-  if isinstance(attributes, list):
-    names = {a[0] for a in attributes if isinstance(a, tuple) and a}
-  else:  # another layout of flax's GraphDef: look at the Modules themselves
-    names = {k for _, m in fnnx.iter_modules(obj) for k in vars(m)}
-  return tuple(k for k in FLAGS if k in names)
+  Raises:
+    FlaxConversionError: the leaf is neither a Variable nor an array.
+  """
+  if isinstance(leaf, flax_nnx().Variable):
+    return to_nnx_variable(leaf)
+  if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
+    return leaf
+  raise FlaxConversionError(
+    f"The flax state holds a {describe(leaf)} at {fmt_path(path)}, neither a Variable"
+    " nor an array, so it has no counterpart in nnx_eqx's state. Fix: keep it in a"
+    " flax.nnx.Variable, or make it a static attribute."
+  )
 
 
 def _from_rngs(obj: Any) -> Rngs:
@@ -41,43 +40,42 @@ def _from_rngs(obj: Any) -> Rngs:
   return rngs
 
 
-def _variables(x: Any) -> list:
-  fnnx = flax_nnx()
-  if not fnnx.graph.is_graph_node(x):
-    return []
-  return [v for _, v in fnnx.to_flat_state(fnnx.state(x))]
-
-
-def _element(x: Any) -> Any:
-  fnnx = flax_nnx()
-  return from_flax(x) if fnnx.graph.is_graph_node(x) or isinstance(x, fnnx.Variable) else x
-
-
 def from_flax(obj: Any) -> Any:
   """Converts a live flax.nnx object into the nnx_eqx object that runs its program.
 
   * A flax ``Module`` (any class: nested Modules, ``nnx.List``/``nnx.Dict``, shared
     references, ``BatchNorm``, ``Dropout``, ``Rngs`` inside) becomes a
-    :class:`FlaxModule`: nnx_eqx's state of it is the flax state, path for path, in
-    Variables of the paired types with the same metadata, and calling it runs flax's
-    own code on those values. This wrapping, rather than a rebuild from nnx_eqx
-    layers, is the design because it keeps two things a rebuild cannot: a method
-    that uses flax's transforms itself (``flax.nnx.scan`` over stacked layers in
-    ``__call__``) gets flax objects as it expects, and every result is bitwise
-    flax's, since the same flax code traces the same program. Sharing lives in the
-    flax ``GraphDef``: a tied weight is one Variable (at flax's first path), used
-    wherever flax uses it, so its gradient sums every use. State updates (batch
-    statistics, RNG counts) are written back as in flax, also under ``nnx.jit``,
-    ``nnx.grad`` and the other nnx_eqx transforms.
+    :class:`FlaxModule`, and so does each of its submodules: ``m.enc`` is the
+    FlaxModule of flax's ``self.enc``, callable (``m.enc(x)`` is bitwise
+    ``f.enc(x)``), with flax's methods and static attributes (``m.drop.rate``);
+    flax's ``nnx.List``, ``nnx.Dict`` and ``nnx.Sequential`` become nnx_eqx's, of
+    such modules. nnx_eqx's state of it is the flax state, path for path, in
+    Variables of the paired types with the same metadata, and calling any of them
+    runs flax's own code on those values. This wrapping, rather than a rebuild from
+    nnx_eqx layers, is the design because it keeps two things a rebuild cannot: a
+    method that uses flax's transforms itself (``flax.nnx.scan`` over stacked layers
+    in ``__call__``) gets flax objects as it expects, and every result is bitwise
+    flax's, since the same flax code traces the same program. Sharing is identity:
+    a submodule or Variable flax reaches by several names is one object under all of
+    them (``m.tied is m.enc``; cycles stay cycles), so a tied weight's gradient sums
+    every use. State updates (batch statistics, RNG counts) are written back as in
+    flax, also under ``nnx.jit``, ``nnx.grad`` and the other nnx_eqx transforms,
+    whether the parent or a submodule is called: they train one set of Variables.
+    This holds in flax's graph and tree modes (``flax.nnx.set_graph_mode``).
   * A flax ``Rngs`` becomes an ``nnx.Rngs`` with the same keys and counts (it draws
     the same keys).
-  * A root flax ``nnx.List`` becomes an ``nnx.List`` of its elements, each converted
-    (they must share no Variable; a Module holding the list has no such limit).
+  * A root flax ``nnx.List`` becomes an ``nnx.List`` of its elements, converted
+    together (sharing between them kept).
   * A flax ``State`` becomes an ``nnx.State`` with the same paths; a flax
     ``Variable`` an nnx_eqx Variable. Types pair by name (``flax.nnx.Param`` ->
     ``nnx.Param``, ``BatchStat``, ``Cache``, ``RngKey``, ...); a user subclass gets
     an nnx_eqx subclass of the same name, and :func:`to_flax` gives the flax class back.
   * A Module made by :func:`to_flax` gives back the nnx_eqx module it holds.
+  * A flax ``Optimizer`` becomes an ``nnx.Optimizer`` with the same ``tx``, step and
+    optax state (the same arrays, at the model's paths), so ``opt.update(m, grads)``
+    with ``m = nnx.from_flax(flax_model)`` resumes training where flax left it,
+    bitwise; flax's ``Average``, ``Welford``, ``Accuracy`` and ``MultiMetric`` become
+    nnx_eqx's, with their state.
 
   The result holds new Variables over the flax object's arrays (of any shape and
   dtype; nothing is copied): training it leaves the flax object as it was, and
@@ -88,14 +86,16 @@ def from_flax(obj: Any) -> Any:
       ``Rngs``, ``State`` or ``Variable``.
 
   Returns:
-    A :class:`FlaxModule`, an ``nnx.Rngs``, an ``nnx.State``, an nnx_eqx Variable, or
-    (for a :func:`to_flax` Module) the nnx_eqx module it holds.
+    A :class:`FlaxModule`, an ``nnx.Rngs``, an ``nnx.State``, an nnx_eqx Variable, an
+    ``nnx.Optimizer`` or metric, or (for a :func:`to_flax` Module) the nnx_eqx module
+    it holds.
 
   Raises:
     FlaxConversionError: ``obj`` is a flax Linen module (use flax's own
       ``flax.nnx.bridge``), an object of another library, a flax object whose state
-      cannot be held, or a root list whose elements share a Variable (the path and
-      the reason are named).
+      cannot be held (a Python number marked ``nnx.data``, state under a name a
+      FlaxModule has itself), or an optimizer whose ``wrt`` filter has no nnx_eqx
+      counterpart (the path and the reason are named).
     FlaxNotInstalledError: flax is not installed (an ``ImportError`` naming
       ``pip install 'nnx_eqx[flax]'``).
 
@@ -108,6 +108,11 @@ def from_flax(obj: Any) -> Any:
     ('FlaxModule', ['bias', 'kernel'])
     >>> bool((m(jnp.ones(3)) == f(jnp.ones(3))).all())
     True
+    >>> seq = nnx.from_flax(flax_nnx.Sequential(f, flax_nnx.Dropout(0.5)))
+    >>> type(seq).__name__, seq.layers[0].kernel is nnx.state(seq)["layers"][0]["kernel"]
+    ('Sequential', True)
+    >>> seq.layers[1].rate, bool((seq.layers[0](jnp.ones(3)) == f(jnp.ones(3))).all())
+    (0.5, True)
   """
   if is_linen(obj):
     raise FlaxConversionError(
@@ -135,10 +140,11 @@ def from_flax(obj: Any) -> Any:
     return State.from_flat_path([(p, nnx_leaf(p, v)) for p, v in fnnx.to_flat_state(obj)])
   if isinstance(obj, fnnx.Rngs):
     return _from_rngs(obj)
-  if type(obj) is fnnx.List:  # integer keys cannot be a FlaxModule's attributes
-    return List(_tree.each(list(obj), _element, _variables))
+  native = from_flax_counterpart(obj, from_flax)  # an Optimizer or metric: nnx_eqx's own class
+  if native is not None:
+    return native
   if fnnx.graph.is_graph_node(obj):
-    return _from_module(obj)
+    return flax_side().from_flax_graph(obj)
   raise FlaxConversionError(
     f"nnx.from_flax cannot convert {describe(obj)} at root: it is neither a flax.nnx"
     " Module (graph node), Rngs, State nor Variable. Fix: pass the Module that holds it."

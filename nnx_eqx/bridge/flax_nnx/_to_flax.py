@@ -4,21 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...graph import State, Variable, is_graph_node, state
-from ...module import List, Rngs
+from ...graph import State, Variable, is_graph_node
+from ...module import Rngs
 from .._errors import FlaxConversionError
-from . import _tree
+from ._counterparts import to_flax_counterpart
 from ._flax_module import FlaxModule
 from ._import import describe, flax_nnx, flax_side, is_flax_object
 from ._types import to_flax_variable
-
-
-def _variables(x: Any) -> list:
-  return [v for _, v in state(x).flat_state()] if is_graph_node(x) else []
-
-
-def _element(x: Any) -> Any:
-  return to_flax(x) if is_graph_node(x) or isinstance(x, Variable) else x
 
 
 def to_flax(module: Any) -> Any:
@@ -27,16 +19,21 @@ def to_flax(module: Any) -> Any:
   * A Module (native, from :func:`nnx.from_eqx`, or any other graph node) becomes an
     ``NnxEqxModule``: a real ``flax.nnx.Module`` whose flax state is the module's
     state, path for path, in flax Variables of the paired types with the same
-    metadata. Calling it, or any method of the module's class, runs nnx_eqx's code
+    metadata, and so does each of its submodules (``nnx.to_flax(m).l1(x)`` is
+    ``m.l1(x)``); ``nnx.List``/``nnx.Dict``/``nnx.Sequential`` become flax's.
+    Calling any of them, or any method of the module's class, runs nnx_eqx's code
     on those values, so ``flax.nnx.jit``/``grad``/``scan``, flax's ``Optimizer``,
     ``nnx.state``/``split``/``merge``, flax's checkpoint recipe (orbax on
     ``nnx.state``) and flax's display treat it as their own, and training it with
     flax's tools gives bitwise the losses of the same steps under nnx_eqx. Sharing
-    lives in the nnx_eqx ``GraphDef``, so a tied weight is one flax Variable.
+    is identity: a submodule or Variable reached by several names is one flax
+    object under all of them (cycles included).
   * A :class:`FlaxModule` (from :func:`from_flax`) gives back a flax Module of the
     class, structure and current values it holds.
-  * A root ``nnx.List`` becomes a flax ``nnx.List`` of its elements, each converted
-    (they must share no Variable; a Module holding the list has no such limit).
+  * A root ``nnx.List`` becomes a flax ``nnx.List`` of its elements, converted
+    together (sharing between them kept).
+  * An ``nnx.Optimizer`` becomes a flax ``Optimizer`` with the same ``tx``, step and
+    optax state, nnx_eqx's metrics flax's (the mirror images of :func:`from_flax`).
   * An ``nnx.Rngs`` becomes a flax ``Rngs`` with the same keys and counts; an
     ``nnx.State`` a flax ``State``; a Variable a flax Variable (types pair by name,
     user subclasses get a flax subclass of the same name).
@@ -55,8 +52,8 @@ def to_flax(module: Any) -> Any:
   Raises:
     FlaxConversionError: ``module`` is not an nnx_eqx object (a flax object needs no
       conversion; an Equinox model goes through ``nnx.from_eqx`` first), its state
-      holds something flax's cannot, or the elements of a root list share a Variable
-      (the paths are named).
+      holds something flax's cannot, or an optimizer's ``wrt`` filter has no flax
+      counterpart (the path is named).
     FlaxNotInstalledError: flax is not installed (an ``ImportError`` naming
       ``pip install 'nnx_eqx[flax]'``).
 
@@ -94,9 +91,10 @@ def to_flax(module: Any) -> Any:
       f" {describe(module)}. Fix: pass the nnx_eqx model (an Equinox model converts"
       " with `nnx.to_flax(nnx.from_eqx(eqx_model))`)."
     )
+  native = to_flax_counterpart(module, to_flax)  # an Optimizer or metric: flax's own class
+  if native is not None:
+    return native
   side = flax_side()
-  if type(module) is List:  # integer keys cannot be a flax Module's attributes
-    return flax_nnx().List(_tree.each(list(module), _element, _variables))
   if type(module) is Rngs:
     return side.rngs_to_flax(module)
-  return side.wrap(module)
+  return side.to_flax_graph(module)

@@ -21,6 +21,7 @@ from .. import _version
 from .._errors import GraphStructureError, StateMismatchError, flax_type_note, refuse_other_library
 from ..pytree import _view as _pytree_view
 from ..state._filters import Filter, to_predicate
+from ..state._foreign import foreign_states
 from ..state._state import FlatState, State, _flatten_into
 from ..tracing import _lost_updates
 from ..tracing._lost_updates import COPY_MARK, note_write
@@ -305,7 +306,8 @@ def merge(graphdef: GraphDef, *states: State, copy: bool = False) -> Any:
     graphdef: from :func:`split`.
     *states: States that together hold exactly the graph's leaf paths (for a
       GraphDef of a split Variable or value: that Variable or value). Raw
-      values in place of Variables are wrapped in new Variables.
+      values in place of Variables are wrapped in new Variables. flax.nnx States
+      are taken too, converted (new nnx_eqx Variables over the same arrays).
     copy: True to build new Variable objects (flax.nnx's ``copy``).
 
   Returns:
@@ -333,6 +335,7 @@ def merge(graphdef: GraphDef, *states: State, copy: bool = False) -> Any:
   refuse_other_library("nnx.merge", states=states)
   if not states:
     raise TypeError("merge() missing 1 required positional argument: 'state'")
+  states = foreign_states(states)  # flax.nnx States/Variables, converted
   reuse = None if copy else KEEP_VARIABLES
   if len(graphdef.paths) == 1 and not graphdef.paths[0]:  # a split Variable or value
     leaf = _root_leaf_of(states)
@@ -444,7 +447,9 @@ def update(node: Any, *states: State) -> None:
 
   Args:
     node: a graph node.
-    *states: States (or nested dicts of values) keyed by paths of ``node``.
+    *states: States (or nested dicts of values) keyed by paths of ``node``; a
+      flax.nnx ``State`` or Variable is taken too (converted as ``nnx.from_flax``
+      does: flax's paths, the paired Variable types, the same arrays).
 
   Raises:
     WrongLibraryError: if ``node`` is an ``eqx.Module`` or a flax.nnx Module (convert it
@@ -454,6 +459,8 @@ def update(node: Any, *states: State) -> None:
       (a State taken with ``nnx.state`` before the call shares the module's own
       Variables): their values are the stale ones. Save values apart instead
       (``nnx.state(model).to_pure_dict()``).
+    FlaxConversionError: a flax State holds a leaf that is neither a Variable nor
+      an array (its path is named).
 
   Example:
     >>> import jax, nnx_eqx as nnx
@@ -464,6 +471,7 @@ def update(node: Any, *states: State) -> None:
     0.0
   """
   refuse_other_library("nnx.update", node, states)
+  states = foreign_states(states)  # flax.nnx States/Variables, converted
   if _lost_updates.PENDING or _lost_updates.STALE:  # (values of stale Variables are stale)
     _lost_updates.check_sources(_variables_of(states))
   with _lost_updates.overwriting():  # a write of whole values, not a use of stale ones

@@ -24,6 +24,7 @@ import numpy as np
 
 from .._errors import FilterError, UnknownFilterError, flax_type_note
 from ..variables._variables import Variable
+from ._foreign import foreign_filter
 
 Predicate = Callable[[tuple, typing.Any], bool]
 Filter = typing.Any
@@ -38,9 +39,12 @@ def to_predicate(filter: Filter) -> Predicate:
   Returns:
     A predicate over ``(path, value)``.
 
+  A flax.nnx Variable class stands for nnx_eqx's paired class (``flax.nnx.Param``
+  -> ``nnx.Param``, a user subclass -> its nnx_eqx counterpart).
+
   Raises:
-    UnknownFilterError: if ``filter`` is none of the accepted forms, or is a type of
-      flax (flax.nnx Variable classes are not nnx_eqx's).
+    UnknownFilterError: if ``filter`` is none of the accepted forms, or is a class of
+      flax other than a Variable class (a flax Module class, say).
 
   Example:
     >>> import jax.numpy as jnp, nnx_eqx as nnx
@@ -50,6 +54,7 @@ def to_predicate(filter: Filter) -> Predicate:
   """
   if isinstance(filter, _BaseFilter):
     return filter
+  filter = foreign_filter(filter)  # a flax.nnx Variable class: nnx_eqx's paired class
   if isinstance(filter, type):
     note = flax_type_note(filter, "an nnx_eqx Variable type")
     if note is not None:
