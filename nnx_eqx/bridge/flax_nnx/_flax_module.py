@@ -105,8 +105,10 @@ class FlaxModule(Module):
     self.flax_call("set_attributes", *filters, raise_if_not_found=raise_if_not_found, **attributes)
 
   def _nnx_set_mode(self, value: bool | None) -> None:
-    # ``eqx.nn.inference_mode`` on this module or its Equinox form (graph.pytree._flags)
-    self.set_attributes(raise_if_not_found=False, **dict.fromkeys(FLAGS, value))
+    # ``eqx.nn.inference_mode`` on this module or its Equinox form (graph.pytree._flags):
+    # flax's own set_attributes of the flags its eval()/train() set, on every layer inside
+    flags = dict.fromkeys(("deterministic", "use_running_average"), value)
+    self.set_attributes(raise_if_not_found=False, **flags)
 
   def train(self, **attributes: Any) -> None:
     """flax.nnx's ``train`` on the held Module (``deterministic=False``, ...)."""
