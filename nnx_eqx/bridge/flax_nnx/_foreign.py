@@ -1,7 +1,7 @@
 """flax.nnx States, Variables and Variable classes where nnx_eqx takes its own.
 
 The graph layer's ``nnx.update``, ``nnx.merge`` and filters call the converter
-registered here (see ``nnx_eqx.graph.state._foreign``) on their arguments. It is
+registered here (see ``nnx_eqx.graph.state._foreign_libraries``) on their arguments. It is
 registered when the bridge is imported and imports nothing: it only runs while
 ``flax.nnx`` is in ``sys.modules``, and reads flax's classes from there.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ...graph.state._foreign import ForeignLibrary, register_foreign_library
+from ...graph.state._foreign_libraries import ForeignLibrary, register_foreign_library
 from ...graph.state._state import State
 from ._from_flax import nnx_leaf
 from ._types import nnx_type, to_nnx_variable

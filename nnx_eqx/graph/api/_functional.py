@@ -21,7 +21,7 @@ from .. import _version
 from .._errors import GraphStructureError, StateMismatchError, flax_type_note, refuse_other_library
 from ..pytree import _view as _pytree_view
 from ..state._filters import Filter, to_predicate
-from ..state._foreign import foreign_states
+from ..state._foreign_libraries import foreign_states
 from ..state._state import FlatState, State, _flatten_into
 from ..tracing import _lost_updates
 from ..tracing._lost_updates import COPY_MARK, note_write

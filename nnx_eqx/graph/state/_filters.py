@@ -24,7 +24,7 @@ import numpy as np
 
 from .._errors import FilterError, UnknownFilterError, flax_type_note
 from ..variables._variables import Variable
-from ._foreign import foreign_filter
+from ._foreign_libraries import foreign_filter
 
 Predicate = Callable[[tuple, typing.Any], bool]
 Filter = typing.Any

@@ -161,20 +161,23 @@ def check_trace(owner_trace, what: str, detail: str = "") -> None:
     )
 
 
+try:  # JAX's trace classes, for lifted_hint (private: another jax may lack them)
+  from jax._src.interpreters import ad as _ad
+  from jax._src.interpreters import batching as _batching
+  from jax._src.interpreters import partial_eval as _pe
+except ImportError:
+  _ad = _batching = _pe = None
+
+
 def _trace_types() -> dict:
   """``JAX's trace class -> the transformation it traces``, for the classes this
   jax has (told by identity: a trace of another class gets no hint)."""
   found: dict = {}
-  try:
-    from jax._src.interpreters import ad, batching
-    from jax._src.interpreters import partial_eval as pe
-  except ImportError:  # another jax
-    return found
   for module, name, kind in (
-    (batching, "BatchTrace", "vmap"),  # jax.vmap / eqx.filter_vmap
-    (ad, "JVPTrace", "grad"),  # jax.grad / jax.jvp
-    (ad, "LinearizeTrace", "grad"),
-    (pe, "DynamicJaxprTrace", "jit"),  # jax.jit, lax control flow, jax.checkpoint
+    (_batching, "BatchTrace", "vmap"),  # jax.vmap / eqx.filter_vmap
+    (_ad, "JVPTrace", "grad"),  # jax.grad / jax.jvp
+    (_ad, "LinearizeTrace", "grad"),
+    (_pe, "DynamicJaxprTrace", "jit"),  # jax.jit, lax control flow, jax.checkpoint
   ):
     cls = getattr(module, name, None)
     if isinstance(cls, type):

@@ -45,7 +45,7 @@ def register_foreign_library(library: ForeignLibrary) -> None:
   """Registers (or replaces) the converter of ``library.module``.
 
   Example:
-    >>> from nnx_eqx.graph.state._foreign import _LIBRARIES
+    >>> from nnx_eqx.graph.state._foreign_libraries import _LIBRARIES
     >>> "flax.nnx" in _LIBRARIES    # the flax bridge registers itself at import
     True
   """
