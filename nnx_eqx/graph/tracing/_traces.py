@@ -166,7 +166,7 @@ try:  # JAX's trace classes, for lifted_hint (private: another jax may lack them
   from jax._src.interpreters import batching as _batching
   from jax._src.interpreters import partial_eval as _pe
 except ImportError:
-  _ad = _batching = _pe = None
+  _ad = _batching = _pe = None  # type: ignore[assignment]
 
 
 def _trace_types() -> dict:
