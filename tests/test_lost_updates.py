@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nnx_eqx as nnx
-from nnx_eqx.graph.tracing import _lost_updates
+from nnx_eqx.graph.tracing import _copy_links, _lost_updates
 from nnx_eqx.testing import TraceCounter, assert_no_retrace, assert_trees_equal
 
 X = jnp.linspace(-1.0, 1.0, 12, dtype=jnp.float32).reshape(4, 3)
@@ -410,6 +410,78 @@ def test_a_map_keeping_the_arrays_is_reported_with_its_source():
   _drop(own, X)
   assert _stale(same) and _stale(s)
   assert _stale(own) and not _stale(u)
+
+
+@pytest.mark.parametrize("static_held", [True, False])
+def test_a_combine_keeping_the_arrays_is_reported_with_its_source(static_held):
+  """The same through Equinox's ``combine`` with the placeholder half first,
+  whether that half is still held or gone: placeholders hold no value, so the
+  link passes over them to the source. The other half, whose arrays ``same``
+  holds, is not in its chain (an object sharing arrays: not concerned)."""
+  s = _bn()
+  params, static = eqx.partition(s, eqx.is_array)
+  same = eqx.combine(static, params)
+  if not static_held:
+    del static
+  _drop(same, X)
+  assert _stale(same) and _stale(s)
+  assert not _stale(params)
+
+
+@pytest.mark.parametrize("first", ["placeholders", "arrays"])
+@pytest.mark.parametrize("new_arrays", [False, True])
+def test_a_combine_inside_a_trace_is_linked_by_its_values(first, new_arrays):
+  """Inside the trace, a module rebuilt by ``partition`` and ``combine`` (either
+  half first) is the argument's copy while it holds the copy's very values, and
+  a node of its own over new arrays: its drop marks the argument exactly then."""
+  m = _bn()
+
+  def f(m):
+    params, static = eqx.partition(m, eqx.is_array)
+    if new_arrays:
+      params = jax.tree.map(lambda a: a + 0, params)
+    halves = (static, params) if first == "placeholders" else (params, static)
+    eqx.combine(*halves)(X)  # its statistics are written, and dropped with it
+    return 0
+
+  jax.jit(f)(m)
+  assert _stale(m) is not new_arrays
+
+
+@pytest.mark.parametrize("style", ["results", "partition at each step"])
+def test_equinox_style_steps_make_no_reference_per_placeholder(monkeypatch, style):
+  """Equinox's ``partition`` and ``combine`` rebuild both halves at every step
+  (``filter_jit`` does for its arguments and results); the placeholders among
+  them share one weak reference per Variable they were rebuilt from
+  (``_copy_links.placeholder_ref``), made at the first step."""
+  m = _bn()
+  if style == "results":
+    step = eqx.filter_jit(lambda m, x: (m(x), m))
+
+    def run():
+      nonlocal m
+      m = step(m, X)[1]
+  else:  # (an evaluation loop: nothing written)
+    m.eval()
+    apply = eqx.filter_jit(lambda params, static, x: eqx.combine(params, static)(x))
+
+    def run():
+      apply(*eqx.partition(m, eqx.is_array), X)
+
+  made = []
+  real = _copy_links.variable_ref
+
+  def counting(var, meta, origin):
+    made.append(var is _copy_links.PLACEHOLDER)
+    return real(var, meta, origin)
+
+  monkeypatch.setattr(_copy_links, "variable_ref", counting)
+  run()
+  assert any(made)  # (the first step makes them)
+  made.clear()
+  for _ in range(5):
+    run()
+  assert not any(made)
 
 
 def test_modules_of_one_structure_share_compiled_programs():

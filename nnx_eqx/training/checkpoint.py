@@ -43,7 +43,11 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import SingleDeviceSharding
+
+try:  # jax >= 0.10 (jax 0.12.1 deprecates the class's name)
+  from jax.sharding import make_single_device_sharding
+except ImportError:  # jax 0.7.2 to 0.9: the class is the constructor
+  from jax.sharding import SingleDeviceSharding as make_single_device_sharding
 
 from .._extras import require
 from ..graph._errors import NnxError, refuse_other_library
@@ -221,7 +225,7 @@ def _read(ocp: Any, path: pathlib.Path, target: Any) -> Any:
     CheckpointCorruptError: a file of the checkpoint cannot be read.
   """
   args = ocp.args.StandardRestore(
-    target, fallback_sharding=SingleDeviceSharding(jax.local_devices()[0])
+    target, fallback_sharding=make_single_device_sharding(jax.local_devices()[0])
   )
   try:
     with ocp.Checkpointer(ocp.StandardCheckpointHandler()) as ckptr:

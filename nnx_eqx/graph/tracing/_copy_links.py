@@ -10,9 +10,10 @@ layer is reached through several arguments, or the Variable is passed on its
 own or in a plain container -- and so does a Variable holding a Python scalar.
 
 * Rebuilt *outside* a trace (``jax.tree.map``, Equinox's ``partition``), it
-  keeps that reference (``FROM``); its own VariableRef, made when it is next
-  flattened, points on to it (``origin``, the nearest still alive), so the
-  chain of pytree maps before a transformation is followed outwards.
+  keeps that reference (under ``AUX``) until it is next flattened; its own
+  VariableRef, made then in its place, points on to it (``origin``, the
+  nearest still alive), so the chain of pytree maps before a transformation
+  is followed outwards.
 * Rebuilt *inside* a JAX transformation's trace, it is a *copy*: :func:`link`
   records in it (``COPY_MARK``) the Variables it was rebuilt from, outwards,
   while they hold the very value the copy's tracer stands for.
@@ -41,11 +42,11 @@ unflattening (True), or, once linked, the Variables it was rebuilt from (see
 :func:`link`)."""
 
 AUX = "_nnx_aux"
-"""Key in a state Variable's ``__dict__``: its own :class:`VariableRef`."""
-
-FROM = "_nnx_from"
-"""Key in the ``__dict__`` of a state Variable rebuilt outside a trace: the
-:class:`VariableRef` it was rebuilt from."""
+"""Key in a state Variable's ``__dict__``: its own :class:`VariableRef`, once
+it has been flattened; before that, in a Variable rebuilt by pytree
+unflattening, the :class:`VariableRef` it was rebuilt from (one key for both:
+the first flatten of a rebuilt Variable, which every pytree map pays, replaces
+a value rather than adding a key)."""
 
 MAX_ORIGINS = 16
 """Pytree maps followed outwards from the Variable a copy was rebuilt from."""
@@ -71,18 +72,21 @@ class VariableRef(weakref.ref):
   """The aux data a state Variable flattens with: a weak reference to it that
   carries its metadata aux (``meta``), the :data:`GENERATION` it was made in
   (``gen``) and the VariableRef of the Variable it was rebuilt from
-  (``origin``, the nearest still alive; ``depth`` counts them).
+  (``origin``, the nearest still alive; ``depth`` counts them); ``stop``: the
+  aux data of the placeholders rebuilt from it (see :func:`placeholder_ref`),
+  once one has been flattened.
 
   It compares and hashes as ``meta`` (two VariableRefs also compare their
   generations); it pickles (and deep-copies) as ``meta``.
   Made by :func:`variable_ref` without a Python-level ``__init__``.
   """
 
-  __slots__ = ("meta", "gen", "origin", "depth")
+  __slots__ = ("meta", "gen", "origin", "depth", "stop")
   meta: Any
   gen: int
   origin: Any
   depth: int
+  stop: Any
 
   def __eq__(self, other: Any) -> bool:
     if type(other) is VariableRef:
@@ -104,7 +108,7 @@ class VariableRef(weakref.ref):
 
 def variable_ref(var: Any, meta: Any, origin: Any) -> VariableRef:
   """``var``'s own :class:`VariableRef`, with the metadata aux ``meta``;
-  ``origin``: the aux data ``var`` was rebuilt from (its ``FROM``), or None."""
+  ``origin``: the VariableRef ``var`` was rebuilt from, or None."""
   ref = _ref_new(VariableRef, var)
   while origin.__class__ is VariableRef and origin() is None:
     origin = origin.origin  # (temporaries gone: not kept)
@@ -116,7 +120,50 @@ def variable_ref(var: Any, meta: Any, origin: Any) -> VariableRef:
   ref.meta = meta
   ref.gen = GENERATION[0]
   ref.origin = origin
+  ref.stop = None
   return ref
+
+
+class _Placeholder:
+  """The object the aux data of every placeholder refers to (see
+  :func:`placeholder_ref`): it holds no value and is no Variable type, so a
+  link that reaches it stops there, as it stops at a placeholder."""
+
+  __slots__ = ("__dict__", "__weakref__")
+
+
+PLACEHOLDER = _Placeholder()
+PLACEHOLDER.__dict__["_value"] = None
+
+
+def placeholder_ref(src: VariableRef, meta: Any) -> VariableRef:
+  """The aux data of a *placeholder* -- a state Variable holding ``None``,
+  rebuilt from ``src`` by a pytree map (the other half of Equinox's
+  ``partition``) -- with its metadata aux ``meta``.
+
+  A placeholder holds no value a copy could be linked to: what a link needs of
+  it is only that it stops there (a Variable rebuilt from its structure in a
+  trace got its value from the other half, not from ``src``), while the walk
+  of a value held as is goes on through it to ``src``. So every placeholder
+  rebuilt from the same Variable shares one VariableRef, to
+  :data:`PLACEHOLDER`, whose ``origin`` is that Variable's (the nearest still
+  alive: ``partition`` rebuilds from a temporary tree of masks), made once and
+  kept as its ``stop``: rebuilding the two halves at every step (``partition``
+  before ``filter_jit``, ``filter_jit``'s ``combine``) makes no weak reference
+  for the placeholders. A placeholder rebuilt from such aux data shares it
+  too."""
+  if src() is PLACEHOLDER:  # (rebuilt from a placeholder's aux data)
+    src = src.origin
+  while src is not None and src() is None:  # (temporaries gone)
+    src = src.origin
+  if src is not None:
+    stop = src.stop
+    if stop is not None and stop.gen == GENERATION[0] and stop.meta == meta:
+      return stop
+  stop = variable_ref(PLACEHOLDER, meta, src)
+  if src is not None:
+    src.stop = stop
+  return stop
 
 
 def link(copy: Any, src: VariableRef) -> None:
@@ -168,9 +215,12 @@ def link(copy: Any, src: VariableRef) -> None:
 
 def _aliases(outer: list, value: Any, cls: type) -> tuple:
   """``((weak reference, value), ...)`` of the Variables of ``outer`` from the
-  first on, while they are ``cls`` Variables holding ``value`` itself."""
+  first on, while they are ``cls`` Variables holding ``value`` itself
+  (placeholders between them are passed over)."""
   out = []
   for a in outer:
+    if a is PLACEHOLDER:  # (passed through: a Variable further out may hold ``value``)
+      continue
     if type(a) is not cls or a.__dict__.get("_value") is not value:
       break
     out.append((weakref.ref(a), value))

@@ -20,10 +20,11 @@ from .. import _version
 from .._errors import TraceContextError
 from ..tracing._copy_links import AUX as _AUX
 from ..tracing._copy_links import COPY_MARK as _COPY_MARK
-from ..tracing._copy_links import FROM as _FROM
 from ..tracing._copy_links import GENERATION as _GENERATION
+from ..tracing._copy_links import PLACEHOLDER as _PLACEHOLDER
 from ..tracing._copy_links import VariableRef as _VariableRef
 from ..tracing._copy_links import link as _link_copy
+from ..tracing._copy_links import placeholder_ref as _placeholder_ref
 from ..tracing._copy_links import variable_ref as _variable_ref
 from ..tracing._lost_updates import PENDING as _PENDING
 from ..tracing._lost_updates import STALE as _STALE
@@ -474,6 +475,15 @@ class Variable(MetadataMethods, Generic[A]):
   def __index__(self) -> int:
     return operator.index(_read_var(self))  # type: ignore[arg-type]
 
+  def __getstate__(self) -> dict[str, Any]:
+    # pickles and copies (``copy.copy`` included) leave out the aux data it
+    # flattens with: a copy makes its own, and is not taken for a Variable
+    # rebuilt from this one (see ``_copy_links``)
+    d = self.__dict__
+    if _AUX in d:
+      d = {k: x for k, x in d.items() if k != _AUX}
+    return d
+
   def _repr_pretty_(self, p, cycle):  # IPython
     p.text(repr(self))
 
@@ -654,16 +664,25 @@ def _state_flatten(v: Any):  # a hot path: the checks and the aux data inlined
   meta = _metadata_aux(md) if md else ()
   if not _WATCHING[0]:  # (the watch is off: as a Param)
     return (d["_value"],), meta
-  # its own aux data, made once: again where its metadata changed, a drop started
-  # a new generation, or ``d`` was copied from another Variable
+  # its own aux data, made once: again where its metadata changed or a drop
+  # started a new generation. Until then ``d[_AUX]`` holds the aux data it was
+  # rebuilt from (a VariableRef to another Variable), or its metadata, where
+  # ``d`` was unpickled, or nothing.
   ref = d.get(_AUX)
-  if (
-    ref.__class__ is not _VariableRef  # (none yet; its metadata, where ``d`` was unpickled)
-    or ref() is not v
-    or ref.gen != _GENERATION[0]
-    or ref.meta != meta
-  ):
-    ref = d[_AUX] = _variable_ref(v, meta, d.get(_FROM))
+  if ref.__class__ is _VariableRef:
+    target = ref()
+    if target is v:
+      if ref.gen == _GENERATION[0] and ref.meta == meta:
+        return (d["_value"],), ref
+      ref = ref.origin
+    elif d["_value"] is None:  # a placeholder: the aux data it shares
+      stop = ref if target is _PLACEHOLDER else ref.stop
+      if stop is None or stop.gen != _GENERATION[0] or stop.meta != meta:
+        stop = _placeholder_ref(ref, meta)
+      return (None,), stop
+  else:
+    ref = None
+  ref = d[_AUX] = _variable_ref(v, meta, ref)
   return (d["_value"],), ref
 
 
@@ -718,11 +737,13 @@ def _make_unflatten(cls, state: bool):
     e = _CURRENT_TRACE[0]
     if e[0] is not ref:
       e = _trace_entry(ref)
-    d = {"_value": children[0], "_trace": e[1]}
-    src = None
     if aux.__class__ is _VariableRef:  # where its value came from (see ``_copy_links``)
-      src = d[_FROM] = aux
+      src = aux
+      d = {"_value": children[0], "_trace": e[1], _AUX: src}
       aux = src.meta
+    else:
+      src = None
+      d = {"_value": children[0], "_trace": e[1]}
     copy = e[2] and _WATCHING[0]
     if copy:  # rebuilt inside a JAX trace: a copy (see ``_lost_updates``)
       d[_COPY_MARK] = True
