@@ -2,6 +2,7 @@
 
 The ``benchmark-headline`` section of ``docs/guides/performance.md`` is
 :func:`render` of ``benchmarks/results/results.json`` (written by ``run_all.py``),
+and its ``benchmark-watch`` section :func:`render_watch` of the same report,
 written into the page by ``python docs/_hooks/regenerate.py`` (generator in
 ``docs/_hooks/mkdocs_hooks.py``), so every figure on the page comes from one run,
 printed with its machine, load and date. A
@@ -119,11 +120,7 @@ def render(report: dict[str, Any]) -> str:
   Raises:
     MixedRunsError: the report kept tables from an earlier run.
   """
-  if report.get("kept"):
-    raise MixedRunsError(
-      "benchmarks/results/results.json mixes runs (tables kept with --keep: "
-      f"{', '.join(report['kept'])}); run `python benchmarks/run_all.py` without --keep"
-    )
+  _check_one_run(report)
   lines = [
     machine_line(report),
     "",
@@ -151,4 +148,46 @@ def render(report: dict[str, Any]) -> str:
     lines += ["", f"Not in this run: {', '.join(absent)}."]
   if report.get("errors"):
     lines += ["", f"Scripts that failed in this run: {', '.join(report['errors'])}."]
+  return "\n".join(lines)
+
+
+WATCH = "lost_updates/end_to_end"
+"""The table of ``results.json`` that :func:`render_watch` shows."""
+
+
+def _check_one_run(report: dict[str, Any]) -> None:
+  if report.get("kept"):
+    raise MixedRunsError(
+      "benchmarks/results/results.json mixes runs (tables kept with --keep: "
+      f"{', '.join(report['kept'])}); run `python benchmarks/run_all.py` without --keep"
+    )
+
+
+def render_watch(report: dict[str, Any]) -> str:
+  """The dropped-update watch on against off (the :data:`WATCH` table of one
+  ``run_all.py`` report, ``benchmarks/lost_updates.py``): per case, the CPU time
+  per call with the watch off and on (medians over the interleaved rounds), the
+  median of the per-round ratios on / off, and their quartiles.
+
+  Raises:
+    MixedRunsError: the report kept tables from an earlier run.
+    KeyError: the report has no :data:`WATCH` table (``lost_updates.py`` did not run).
+  """
+  _check_one_run(report)
+  if WATCH not in report["tables"]:
+    raise KeyError(f"results.json has no {WATCH} table; run `python benchmarks/run_all.py`")
+  lines = [
+    machine_line(report),
+    "",
+    "| case | watch off | watch on | on / off (median of rounds) | quartiles | rounds |",
+    "|---|---:|---:|---:|---:|---:|",
+  ]
+  for r in report["tables"][WATCH]:
+    if r.get("baseline"):
+      continue
+    q1, q3 = (float(q) for q in str(r["quartiles"]).rstrip("x").split("-"))
+    lines.append(
+      f"| {_common.table_cell(r['case'])} | {r['off CPU us']:.1f} µs | {r['on CPU us']:.1f} µs"
+      f" | {r['x']:.3f}× | {q1:.3f}–{q3:.3f}× | {r['rounds']} |"
+    )
   return "\n".join(lines)

@@ -111,12 +111,17 @@ def test_a_state_sharing_the_stale_variables_holds_the_stale_values():
 
 def test_merging_saved_values_builds_a_module_free_of_marks(dropped):
   m, saved = dropped
-  graphdef = nnx.graphdef(Net())  # (the stale module's structure, from a module built alike)
+  graphdef = nnx.graphdef(m)  # (structure only: given for the stale module)
+  assert graphdef == nnx.graphdef(Net())
   fresh = nnx.merge(graphdef, saved)
   _assert_values(fresh, saved)
   fresh(X)
-  # The stale module itself was not written: its marks stay.
+  # The stale module itself was not written: its marks stay, and every use but
+  # nnx.graphdef still raises.
   assert _stale_paths(m) == {"bn1.mean", "bn1.var", "bn2.mean", "bn2.var"}
+  for use in (lambda: nnx.split(m), lambda: m(X), lambda: jax.tree.leaves(m)):
+    with pytest.raises(nnx.LostUpdateError):
+      use()
   nnx.clear_lost_updates(m)
 
 
@@ -128,6 +133,20 @@ def test_merging_the_stale_variables_themselves_is_refused_where_used():
   with pytest.raises(nnx.LostUpdateError, match="bn1.mean"):
     rebuilt(X)
   nnx.clear_lost_updates(m)
+
+
+def test_merging_copies_of_the_stale_variables_is_refused():
+  """``copy=True`` reads the stale Variables' values into new ones: refused, as
+  ``nnx.update`` from them is, before anything is built."""
+  m = Net()
+  graphdef, state = nnx.split(m)
+  _drop(m, X)
+  with pytest.raises(nnx.LostUpdateError, match="Net.bn1.mean"):
+    nnx.merge(graphdef, state, copy=True)
+  nnx.clear_lost_updates(m)
+  copied = nnx.merge(graphdef, state, copy=True)  # the values from before the call
+  assert copied.bn1.mean is not m.bn1.mean
+  assert_trees_equal(copied.bn1.mean[...], m.bn1.mean[...])
 
 
 def test_restoring_a_checkpoint_into_the_stale_module_restores_it(tmp_path):

@@ -83,7 +83,7 @@ def _synthetic(**overrides) -> dict:
 def test_the_page_has_no_figure_outside_its_generated_blocks():
   text = PAGE.read_text()
   blocks = {s.name: s for s in generated.sections(text)}
-  assert set(blocks) == {"benchmark-headline", "benchmark-results"}
+  assert set(blocks) == {"benchmark-headline", "benchmark-watch", "benchmark-results"}
   for s in sorted(blocks.values(), key=lambda s: -s.start):  # the prose around them
     text = text[: s.start] + text[s.end :]
   figures = [m.group(0) for m in FIGURE.finditer(text)]
@@ -125,6 +125,36 @@ def test_the_headline_renders_the_run_it_reads():
 def test_a_report_that_mixes_runs_is_refused():
   with pytest.raises(headline.MixedRunsError, match="--keep"):
     headline.render(_synthetic(kept={"overhead/train_step": "1999-12-31 00:00 UTC"}))
+  with pytest.raises(headline.MixedRunsError, match="--keep"):
+    headline.render_watch(_synthetic(kept={"overhead/train_step": "1999-12-31 00:00 UTC"}))
+
+
+def _watch_rows(case: str, off: float, on: float, x: float, quartiles: str) -> list[dict]:
+  times = {"off CPU us": off, "on CPU us": on, "quartiles": quartiles, "rounds": 7}
+  return [
+    {"case": case, "impl": "watch off", "x": 1.0, "baseline": True, **times},
+    {"case": case, "impl": "watch on (median of per-round ratios)", "x": x, **times},
+  ]
+
+
+def test_the_watch_table_renders_the_run_it_reads():
+  report = _synthetic()
+  report["tables"] = {headline.WATCH: _watch_rows("a step", 100.0, 102.5, 1.0213, "0.991-1.052x")}
+  out = headline.render_watch(report)
+  assert out.splitlines()[0] == headline.machine_line(report)
+  assert "| a step | 100.0 µs | 102.5 µs | 1.021× | 0.991–1.052× | 7 |" in out.splitlines()
+  with pytest.raises(KeyError, match="lost_updates/end_to_end"):
+    headline.render_watch(_synthetic())
+
+
+def test_the_committed_watch_table_matches_results_json():
+  report = _report()
+  out = headline.render_watch(report).splitlines()
+  rows = [r for r in report["tables"][headline.WATCH] if not r.get("baseline")]
+  assert rows
+  for r in rows:
+    line = next(x for x in out if x.startswith(f"| {r['case']} |"))
+    assert f"| {r['x']:.3f}× |" in line and f"{r['off CPU us']:.1f} µs" in line
 
 
 def test_the_committed_headline_matches_results_json():

@@ -34,7 +34,8 @@
   * ``benchmark-results``: ``benchmarks/results/RESULTS.md``, its PNG plots added to
     the site, and ``benchmark-headline``: the headline table of the same run,
     rendered from ``benchmarks/results/results.json`` by ``benchmarks/_headline.py``
-    with the run's machine, load and date (a report that mixes runs is refused);
+    with the run's machine, load and date (a report that mixes runs is refused), and
+    ``benchmark-watch``: that run's table of the dropped-update watch on against off;
   * ``flax-names-missing``: the flax.nnx names nnx_eqx does not provide, by reason
     (``nnx_eqx._flax_missing``), and ``flax-keywords-missing``: the parameters of
     flax.nnx callables nnx_eqx does not take under flax's name, by reason (its
@@ -283,6 +284,16 @@ def benchmark_headline() -> str:
     raise SystemExit(e.args[0]) from e
 
 
+def benchmark_watch() -> str:
+  """The dropped-update watch on against off, from the run of the headline."""
+  headline = _load("bench_headline", ROOT / "benchmarks" / "_headline.py")
+  report = json.loads((ROOT / "benchmarks" / "results" / "results.json").read_text())
+  try:
+    return headline.render_watch(report)
+  except (headline.MixedRunsError, KeyError) as e:
+    raise SystemExit(e.args[0]) from e
+
+
 def flax_names_missing() -> str:
   """The flax.nnx names not provided, one list per reason (plain Markdown, so the page
   reads the same in the repository and on the site)."""
@@ -335,6 +346,7 @@ _GENERATED = {
   "flax-parity-table": flax_parity_table,
   "benchmark-results": benchmark_results,
   "benchmark-headline": benchmark_headline,
+  "benchmark-watch": benchmark_watch,
   "flax-names-missing": flax_names_missing,
   "flax-keywords-missing": flax_keywords_missing,
   "supported-versions": supported_versions,

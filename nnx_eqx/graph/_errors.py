@@ -82,7 +82,8 @@ class LostUpdateError(NnxError, RuntimeError):
   the module's own Variables, hence the stale values), or
   ``nnx.checkpoint.restore(path, model)``: that is a write, not a use, and ends
   the marks of the Variables it covers (the others stay marked) -- or build it
-  again with ``nnx.merge(graphdef, saved)``; ``nnx.clear_lost_updates(model)``
+  again with ``nnx.merge(nnx.graphdef(model), saved)`` (``nnx.graphdef`` reads
+  no values: it is given for the stale module); ``nnx.clear_lost_updates(model)``
   accepts the values from before the dropped call instead.
   ``nnx.set_lost_update_watch(False)`` turns the watch off for the process
   (flax.nnx's behaviour, at the flatten cost from before the watch).

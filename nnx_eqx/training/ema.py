@@ -52,11 +52,11 @@ class EMA(Module):
   Example:
     >>> import jax.numpy as jnp, nnx_eqx as nnx
     >>> model = nnx.Linear(1, 1, use_bias=False, rngs=nnx.Rngs(0))
+    >>> model.kernel.value = jnp.zeros((1, 1))
     >>> ema = nnx.EMA(model, decay=0.5)
-    >>> start = model.kernel.value
-    >>> model.kernel.value = start + 2.0
-    >>> ema.update(model)
-    >>> (ema.params.kernel.value - start).tolist()
+    >>> model.kernel.value = jnp.full((1, 1), 2.0)
+    >>> ema.update(model)  # 0.5 * 0.0 + 0.5 * 2.0
+    >>> ema.params.kernel.value.tolist()
     [[1.0]]
   """
 

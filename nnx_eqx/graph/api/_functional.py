@@ -188,6 +188,11 @@ def split_as(node: Any, filters: tuple, *, graph: bool = True, snapshot: bool = 
 def graphdef(node: Any, *, graph: bool = True) -> GraphDef:
   """Returns the GraphDef of ``node`` (cached while the graph is unchanged).
 
+  It reads no values, so it is given for a module whose update a plain JAX
+  transformation dropped too (to rebuild it: ``nnx.merge(nnx.graphdef(m),
+  saved)``), while :func:`state` and :func:`split` of it raise
+  :class:`LostUpdateError`.
+
   Raises:
     WrongLibraryError: if ``node`` is an ``eqx.Module`` or a flax.nnx Module (convert it
       with ``nnx.from_eqx`` / ``nnx.from_flax``).
@@ -198,7 +203,11 @@ def graphdef(node: Any, *, graph: bool = True) -> GraphDef:
     >>> isinstance(nnx.graphdef(nnx.Linear(1, 1, rngs=nnx.Rngs(0))), nnx.GraphDef)
     True
   """
-  gd = _walk_for(node, graph, "graphdef").graphdef
+  if _lost_updates.STALE or _lost_updates.PENDING:  # (structure only: nothing stale is read)
+    with _lost_updates.overwriting():
+      gd = _walk_for(node, graph, "graphdef").graphdef
+  else:
+    gd = _walk_for(node, graph, "graphdef").graphdef
   return gd if graph else gd.as_tree()
 
 
@@ -318,6 +327,10 @@ def merge(graphdef: GraphDef, *states: State, copy: bool = False) -> Any:
     TypeError: if no state is given.
     StateMismatchError: if a path of the GraphDef is missing from the states,
       or the states hold a path the GraphDef lacks (both are named).
+    LostUpdateError: with ``copy=True``, if a Variable of the states is stale
+      (a plain JAX transformation dropped its update): the new Variables would
+      hold the stale values. Without ``copy`` the graph holds those Variables
+      themselves, which raise where they are used.
 
   Example:
     >>> import nnx_eqx as nnx
@@ -336,6 +349,8 @@ def merge(graphdef: GraphDef, *states: State, copy: bool = False) -> Any:
   if not states:
     raise TypeError("merge() missing 1 required positional argument: 'state'")
   states = foreign_states(states)  # flax.nnx States/Variables, converted
+  if copy and (_lost_updates.PENDING or _lost_updates.STALE):  # (as ``update``: new
+    _lost_updates.check_sources(_variables_of(states))  # Variables would hold stale values)
   reuse = None if copy else KEEP_VARIABLES
   if len(graphdef.paths) == 1 and not graphdef.paths[0]:  # a split Variable or value
     leaf = _root_leaf_of(states)

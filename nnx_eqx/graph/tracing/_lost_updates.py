@@ -95,7 +95,9 @@ Params and Module flattens cost nothing more, and a cached graph walk is
 checked once per new stale mark. The links cost one ``VariableRef`` per state
 Variable, made the first time it is flattened (four attribute tests when it is
 flattened again; a state Variable that a pytree map just rebuilt makes one at
-its first flatten), and nothing per Param or Module: a weak reference per
+its first flatten, except a placeholder holding ``None`` -- the other half of
+Equinox's ``partition`` -- which shares one per Variable it was rebuilt from),
+and nothing per Param or Module: a weak reference per
 rebuilt state Variable is the price of linking each copy to its own original
 (see ``benchmarks/lost_updates.py``, whose ``--before`` table compares with a
 tree from before this watch). :func:`set_lost_update_watch` turns the watch off
@@ -555,7 +557,7 @@ def _raise(*entries: tuple) -> None:
     " before; a State from nnx.state or nnx.split holds the module's own Variables, so"
     " it holds the stale values too) or `nnx.checkpoint.restore(path, model)`, which"
     " ends the marks of the Variables written; build it again with"
-    " `nnx.merge(graphdef, saved)`; or call `nnx.clear_lost_updates(model)` to go on"
+    " `nnx.merge(nnx.graphdef(model), saved)`; or call `nnx.clear_lost_updates(model)` to go on"
     " from the values before the dropped call. Then run the fixed call."
   )
 
@@ -624,7 +626,8 @@ def set_lost_update_watch(enabled: bool) -> bool:
   To link each copy rebuilt in a trace to its own original, every state Variable
   (any Variable type but ``Param``) flattens with a weak reference to itself,
   which costs a little on every flatten and one weak reference each time a pytree
-  map rebuilds it (``benchmarks/lost_updates.py`` measures both against a tree
+  map rebuilds it (none for the placeholders of Equinox's ``partition``, which
+  hold ``None``; ``benchmarks/lost_updates.py`` measures both against a tree
   from before the watch). Off, state Variables flatten as Params do, at that
   former cost, and a dropped update goes unreported, as in flax.nnx.
 
