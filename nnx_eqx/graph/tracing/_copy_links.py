@@ -93,8 +93,10 @@ class VariableRef(weakref.ref):
       return self.gen == other.gen and self.meta == other.meta
     return self.meta == other
 
-  def __ne__(self, other: Any) -> bool:
-    return not self.__eq__(other)
+  def __ne__(self, other: Any) -> bool:  # (as ``__eq__``, without a second call: JAX's
+    if type(other) is VariableRef:  # ``flatten_up_to`` asks at every pytree map)
+      return self.gen != other.gen or self.meta != other.meta
+    return self.meta != other
 
   def __hash__(self) -> int:
     return hash(self.meta)
@@ -127,7 +129,9 @@ def variable_ref(var: Any, meta: Any, origin: Any) -> VariableRef:
 class _Placeholder:
   """The object the aux data of every placeholder refers to (see
   :func:`placeholder_ref`): it holds no value and is no Variable type, so a
-  link that reaches it stops there, as it stops at a placeholder."""
+  traced copy whose nearest original it is is not linked to anything (its value
+  came from elsewhere), while a value held as is is looked for past it, and
+  :func:`_aliases` passes over it."""
 
   __slots__ = ("__dict__", "__weakref__")
 
