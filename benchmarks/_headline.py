@@ -179,7 +179,7 @@ def render_watch(report: dict[str, Any]) -> str:
   lines = [
     machine_line(report),
     "",
-    "| case | watch off | watch on | on / off (median of rounds) | quartiles | rounds |",
+    "| case | watch off | watch on | on / off | quartiles of on / off | rounds |",
     "|---|---:|---:|---:|---:|---:|",
   ]
   for r in report["tables"][WATCH]:
