@@ -274,24 +274,25 @@ def benchmark_results() -> str:
   return re.sub(r"\]\(([\w.-]+\.png)\)", r"](../../benchmarks/results/\1)", text)
 
 
-def benchmark_headline() -> str:
-  """The headline table of the last ``benchmarks/run_all.py`` run."""
+def _rendered(renderer: str) -> str:
+  """``benchmarks/_headline.<renderer>`` of ``results.json``; a report it refuses
+  stops the build with its message."""
   headline = _load("bench_headline", ROOT / "benchmarks" / "_headline.py")
   report = json.loads((ROOT / "benchmarks" / "results" / "results.json").read_text())
   try:
-    return headline.render(report)
-  except headline.MixedRunsError as e:
+    return getattr(headline, renderer)(report)
+  except (headline.MixedRunsError, KeyError) as e:
     raise SystemExit(e.args[0]) from e
+
+
+def benchmark_headline() -> str:
+  """The headline table of the last ``benchmarks/run_all.py`` run."""
+  return _rendered("render")
 
 
 def benchmark_watch() -> str:
   """The dropped-update watch on against off, from the run of the headline."""
-  headline = _load("bench_headline", ROOT / "benchmarks" / "_headline.py")
-  report = json.loads((ROOT / "benchmarks" / "results" / "results.json").read_text())
-  try:
-    return headline.render_watch(report)
-  except (headline.MixedRunsError, KeyError) as e:
-    raise SystemExit(e.args[0]) from e
+  return _rendered("render_watch")
 
 
 def flax_names_missing() -> str:

@@ -349,8 +349,8 @@ def merge(graphdef: GraphDef, *states: State, copy: bool = False) -> Any:
   if not states:
     raise TypeError("merge() missing 1 required positional argument: 'state'")
   states = foreign_states(states)  # flax.nnx States/Variables, converted
-  if copy and (_lost_updates.PENDING or _lost_updates.STALE):  # (as ``update``: new
-    _lost_updates.check_sources(_variables_of(states))  # Variables would hold stale values)
+  if copy:  # (new Variables would hold stale values, as ``update``'s targets would)
+    _check_sources(states)
   reuse = None if copy else KEEP_VARIABLES
   if len(graphdef.paths) == 1 and not graphdef.paths[0]:  # a split Variable or value
     leaf = _root_leaf_of(states)
@@ -487,8 +487,7 @@ def update(node: Any, *states: State) -> None:
   """
   refuse_other_library("nnx.update", node, states)
   states = foreign_states(states)  # flax.nnx States/Variables, converted
-  if _lost_updates.PENDING or _lost_updates.STALE:  # (values of stale Variables are stale)
-    _lost_updates.check_sources(_variables_of(states))
+  _check_sources(states)  # (values of stale Variables are stale)
   with _lost_updates.overwriting():  # a write of whole values, not a use of stale ones
     w = walk(node, leaf_root=True)
   if _is_root_leaf(w) and isinstance(w.slots[0], Variable):  # a split Variable
@@ -537,6 +536,13 @@ def update(node: Any, *states: State) -> None:
     _lost_updates.written(overwritten)
   if added:
     _version.bump()
+
+
+def _check_sources(states: tuple) -> None:
+  """Raises :class:`LostUpdateError` where a Variable of ``states``, whose values are
+  about to be copied, is stale; two dict tests while nothing is pending or stale."""
+  if _lost_updates.PENDING or _lost_updates.STALE:
+    _lost_updates.check_sources(_variables_of(states))
 
 
 def _variables_of(states: tuple) -> list:
