@@ -21,11 +21,11 @@ from .._errors import TraceContextError
 from ..tracing._copy_links import AUX as _AUX
 from ..tracing._copy_links import COPY_MARK as _COPY_MARK
 from ..tracing._copy_links import GENERATION as _GENERATION
+from ..tracing._copy_links import MAX_ORIGINS as _MAX_ORIGINS
 from ..tracing._copy_links import PLACEHOLDER as _PLACEHOLDER
 from ..tracing._copy_links import VariableRef as _VariableRef
 from ..tracing._copy_links import link as _link_copy
 from ..tracing._copy_links import placeholder_ref as _placeholder_ref
-from ..tracing._copy_links import variable_ref as _variable_ref
 from ..tracing._lost_updates import PENDING as _PENDING
 from ..tracing._lost_updates import STALE as _STALE
 from ..tracing._lost_updates import VARIABLE as _LOST_UPDATES_VARIABLE
@@ -667,23 +667,38 @@ def _state_flatten(v: Any):  # a hot path: the checks and the aux data inlined
   # its own aux data, made once: again where its metadata changed or a drop
   # started a new generation. Until then ``d[_AUX]`` holds the aux data it was
   # rebuilt from (a VariableRef to another Variable), or its metadata, where
-  # ``d`` was unpickled, or nothing.
+  # ``d`` was unpickled, or nothing. (``_copy_links.variable_ref``, inlined:
+  # every pytree map pays this once per state Variable it rebuilt.)
   ref = d.get(_AUX)
+  gen = _GENERATION[0]
   if ref.__class__ is _VariableRef:
     target = ref()
     if target is v:
-      if ref.gen == _GENERATION[0] and ref.meta == meta:
+      if ref.gen == gen and ref.meta == meta:
         return (d["_value"],), ref
-      ref = ref.origin
+      target = None  # (its own, outdated: made again, from what it came from)
     elif d["_value"] is None:  # a placeholder: the aux data it shares
       stop = ref if target is _PLACEHOLDER else ref.stop
-      if stop is None or stop.gen != _GENERATION[0] or stop.meta != meta:
-        stop = _placeholder_ref(ref, meta)
+      if stop is None or stop.gen != gen or stop.meta != meta:
+        stop = d[_AUX] = _placeholder_ref(ref, meta)  # (kept: found at once again)
       return (None,), stop
+    if target is None:  # (temporaries gone: not kept)
+      ref = ref.origin
+      while ref is not None and ref() is None:
+        ref = ref.origin
   else:
     ref = None
-  ref = d[_AUX] = _variable_ref(v, meta, ref)
-  return (d["_value"],), ref
+  own = d[_AUX] = _VariableRef(v)
+  own.meta = meta
+  own.gen = gen
+  own.stop = None
+  if ref is None or ref.depth >= _MAX_ORIGINS:  # (a chain of rebuilds is cut)
+    own.origin = None
+    own.depth = 0
+  else:
+    own.origin = ref
+    own.depth = ref.depth + 1
+  return (d["_value"],), own
 
 
 class _MetaBox:
